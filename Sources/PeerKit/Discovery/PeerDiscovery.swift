@@ -1,0 +1,111 @@
+/// A way of finding peers: the seam between discovery backends (Avahi DNS-SD, a static list,
+/// your own) and the connection layer, which dials what discovery finds.
+///
+/// A backend is started once and stopped once. It reports what it finds through the event
+/// closure, from any thread; the closure is cheap and never blocks.
+public protocol PeerDiscovery: AnyObject, Sendable {
+    /// Starts advertising (when `request.port` is set) and browsing.
+    ///
+    /// Must not block and must not throw: a backend that cannot work reports
+    /// ``DiscoveryEvent/failed(_:)`` and keeps trying to recover where that makes sense.
+    func start(_ request: DiscoveryRequest, onEvent: @escaping @Sendable (DiscoveryEvent) -> Void)
+
+    /// Stops advertising and browsing and releases every resource. No event is delivered after
+    /// `stop()` returns. Calling it twice is harmless.
+    func stop()
+}
+
+/// What a transceiver asks its discovery backend to advertise and browse for.
+public struct DiscoveryRequest: Sendable, Hashable {
+    /// The service type without underscores or protocol, e.g. `"listrctl"` for `_listrctl._tcp`.
+    public var serviceType: String
+    /// This transceiver's peer ID; services carrying it are this transceiver itself and are ignored.
+    public var peerID: String
+    /// The instance name to advertise.
+    public var peerName: String
+    /// The TCP port to advertise, or `nil` to browse without advertising.
+    public var port: Int?
+    /// TXT record pairs to advertise: `peerid`, `proto` and the user's discovery info.
+    public var txtRecord: [String: String]
+
+    public init(serviceType: String, peerID: String, peerName: String, port: Int?, txtRecord: [String: String]) {
+        self.serviceType = serviceType
+        self.peerID = peerID
+        self.peerName = peerName
+        self.port = port
+        self.txtRecord = txtRecord
+    }
+}
+
+/// A service that discovery found: where a peer can be reached.
+public struct DiscoveredService: Sendable, Hashable {
+    /// A key that stays the same for one advertised instance while it exists (for Avahi: the
+    /// instance name), used to match ``DiscoveryEvent/lost(key:)``.
+    public var key: String
+    /// The instance name, shown to users as the peer's name until the handshake tells its own.
+    public var name: String
+    /// The `peerid` TXT value, when the service carries one.
+    public var peerID: String?
+    /// Addresses to dial, best first (IPv4 before IPv6).
+    public var endpoints: [PeerEndpoint]
+    /// The TXT record as unordered key/value pairs.
+    public var txtRecord: [String: String]
+
+    public init(key: String, name: String, peerID: String?, endpoints: [PeerEndpoint], txtRecord: [String: String]) {
+        self.key = key
+        self.name = name
+        self.peerID = peerID
+        self.endpoints = endpoints
+        self.txtRecord = txtRecord
+    }
+}
+
+/// What a discovery backend reports.
+public enum DiscoveryEvent: Sendable, Hashable {
+    /// A service was found or its addresses or TXT record changed.
+    case found(DiscoveredService)
+    /// The service with this key went away.
+    case lost(key: String)
+    /// This transceiver is advertised under `name` (which differs from the requested name after a collision).
+    case advertised(name: String)
+    /// Discovery cannot work right now; the backend keeps trying to recover where it can.
+    case failed(PeerKitError)
+    /// Discovery works again after a failure.
+    case recovered
+}
+
+/// A host and TCP port at which a peer listens.
+public struct PeerEndpoint: Sendable, Hashable, CustomStringConvertible {
+    /// A host name or an IPv4 or IPv6 address literal.
+    public var host: String
+    /// The TCP port.
+    public var port: Int
+
+    /// Creates an endpoint from a host and a port.
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    /// Parses `"host:port"` or `"[v6-address]:port"`; returns `nil` for anything else.
+    public init?(_ string: String) {
+        let hostPart: Substring
+        let portPart: Substring
+        if string.hasPrefix("[") {
+            guard let close = string.firstIndex(of: "]"),
+                  string[string.index(after: close)...].hasPrefix(":") else { return nil }
+            hostPart = string[string.index(after: string.startIndex)..<close]
+            portPart = string[string.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = string.lastIndex(of: ":") else { return nil }
+            hostPart = string[..<colon]
+            portPart = string[string.index(after: colon)...]
+        }
+        guard !hostPart.isEmpty, let port = Int(portPart), (1...65535).contains(port) else { return nil }
+        self.init(host: String(hostPart), port: port)
+    }
+
+    public var description: String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+}

@@ -1,0 +1,94 @@
+/// The one error type PeerKit throws and reports.
+///
+/// Every case's ``description`` is a full sentence that names the values involved and, where
+/// there is something to do about it, says what.
+public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The service type is not a valid DNS-SD service name (RFC 6335).
+    case invalidServiceType(String, reason: String)
+    /// A `discoveryInfo` pair cannot be carried in a DNS-SD TXT record.
+    case invalidDiscoveryInfo(key: String, reason: String)
+    /// The transceiver could not listen for connections.
+    case listenFailed(address: String, reason: String)
+    /// Discovery cannot work right now (for example, avahi-daemon is not reachable).
+    case discoveryUnavailable(serviceType: String, reason: String)
+    /// A peer sent a frame longer than the configured limit; its connection was closed.
+    case frameTooLarge(length: Int, limit: Int, peer: String)
+    /// A peer sent bytes that are not a valid PeerKit frame or envelope; its connection was closed
+    /// when this happened before or during the handshake.
+    case malformedFrame(reason: String, peer: String)
+    /// The handshake with a peer failed; the connection was closed.
+    case handshakeFailed(reason: String, peer: String)
+    /// A peer stopped answering pings and was disconnected.
+    case peerTimedOut(peer: String, silence: Duration)
+    /// A message of this type arrived, but nothing is registered to receive it.
+    case noHandler(type: String)
+    /// A payload did not decode as the type registered for its wire key.
+    case payloadDecodingFailed(type: String, reason: String)
+    /// A value could not be encoded as JSON.
+    case encodingFailed(type: String, reason: String)
+    /// The peer is not connected, so nothing was sent.
+    case peerNotConnected(peer: String)
+    /// A request got no reply in time.
+    case requestTimedOut(type: String, peer: String, timeout: Duration)
+    /// The connection to a peer closed while a request to it was waiting for its reply.
+    case connectionClosed(peer: String)
+    /// The remote peer answered a request with an error.
+    case remoteError(reason: String, peer: String)
+    /// The remote peer answered a request with a reply of another type than expected.
+    case unexpectedReply(expected: String, received: String, peer: String)
+    /// No peer of the service type was connected within the timeout.
+    case noPeerFound(serviceType: String, timeout: Duration)
+    /// The transceiver is not running.
+    case notRunning
+
+    public var description: String {
+        switch self {
+        case let .invalidServiceType(type, reason):
+            return "The service type \"\(type)\" is not a valid DNS-SD service name: \(reason). Use 1 to 15 lowercase letters, digits and hyphens, with at least one letter, for example \"listrctl\"."
+        case let .invalidDiscoveryInfo(key, reason):
+            return "The discovery info entry \"\(key)\" cannot be advertised: \(reason)."
+        case let .listenFailed(address, reason):
+            return "PeerKit could not listen on \(address): \(reason). Choose another port or address in PeerConfiguration."
+        case let .discoveryUnavailable(serviceType, reason):
+            return "Peers of service type \"\(serviceType)\" cannot be discovered: \(reason). Start avahi-daemon (and the D-Bus system bus it needs), or configure static peers with PeerConfiguration.discovery = .staticPeers([...])."
+        case let .frameTooLarge(length, limit, peer):
+            return "A frame of \(length) bytes exceeds the \(limit)-byte limit; the connection to \(peer) was closed."
+        case let .malformedFrame(reason, peer):
+            return "\(peer) sent a malformed frame: \(reason)."
+        case let .handshakeFailed(reason, peer):
+            return "The handshake with \(peer) failed: \(reason)."
+        case let .peerTimedOut(peer, silence):
+            return "\(peer) did not answer for \(silence.peerKitSeconds) and was disconnected."
+        case let .noHandler(type):
+            return "No handler for type \(type)."
+        case let .payloadDecodingFailed(type, reason):
+            return "The payload of a \(type) message could not be decoded: \(reason)."
+        case let .encodingFailed(type, reason):
+            return "A \(type) value could not be encoded as JSON: \(reason)."
+        case let .peerNotConnected(peer):
+            return "\(peer) is not connected, so nothing was sent; wait for peerConnected before sending."
+        case let .requestTimedOut(type, peer, timeout):
+            return "\(peer) did not answer the \(type) request within \(timeout.peerKitSeconds)."
+        case let .connectionClosed(peer):
+            return "The connection to \(peer) closed before it answered."
+        case let .remoteError(reason, peer):
+            return "\(peer) answered with an error: \(reason)"
+        case let .unexpectedReply(expected, received, peer):
+            return "\(peer) answered with a \(received) message where a \(expected) was expected."
+        case let .noPeerFound(serviceType, timeout):
+            return "No peer of service type \"\(serviceType)\" connected within \(timeout.peerKitSeconds). Check that a peer is running and advertising that service type, and that avahi-daemon is running."
+        case .notRunning:
+            return "The transceiver is not running; call resume() before sending."
+        }
+    }
+}
+
+extension Duration {
+    /// "2.5 s", for error messages.
+    var peerKitSeconds: String {
+        let (seconds, attoseconds) = self.components
+        let value = Double(seconds) + Double(attoseconds) / 1e18
+        let rounded = (value * 1000).rounded() / 1000
+        return rounded == rounded.rounded() ? "\(Int(rounded)) s" : "\(rounded) s"
+    }
+}

@@ -1,0 +1,27 @@
+/// A remote transceiver of the same service type.
+///
+/// A `Peer` is a snapshot: ``isConnected`` tells whether it was connected when the value was
+/// made. Two `Peer` values are equal when their ``id``s are.
+public struct Peer: Hashable, Identifiable, Sendable, CustomStringConvertible {
+    /// The peer's ID, taken from its handshake (or its `peerid` TXT record before that).
+    public let id: String
+    /// The peer's display name.
+    public let name: String
+    /// The key/value pairs the peer advertises (its DNS-SD TXT record or its hello).
+    public let discoveryInfo: [String: String]
+    /// Whether a connection to the peer was established when this value was made.
+    public let isConnected: Bool
+
+    /// Creates a peer value.
+    public init(id: String, name: String, discoveryInfo: [String: String] = [:], isConnected: Bool) {
+        self.id = id
+        self.name = name
+        self.discoveryInfo = discoveryInfo
+        self.isConnected = isConnected
+    }
+
+    public static func == (lhs: Peer, rhs: Peer) -> Bool { lhs.id == rhs.id }
+    public func hash(into hasher: inout Hasher) { hasher.combine(id) }
+
+    public var description: String { "peer \"\(name)\" (\(id))" }
+}

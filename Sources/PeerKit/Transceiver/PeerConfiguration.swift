@@ -1,0 +1,134 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Everything a ``PeerTransceiver`` can be told before it starts.
+///
+/// ```swift
+/// var configuration = PeerConfiguration(serviceType: "listrctl")
+/// configuration.peerName = "Kitchen"
+/// configuration.discoveryInfo = ["role": "store"]
+/// let transceiver = PeerTransceiver(configuration: configuration)
+/// ```
+public struct PeerConfiguration: Sendable {
+    /// How a transceiver finds its peers.
+    public enum Discovery: Sendable {
+        /// DNS-SD through the local avahi-daemon: advertise `_<serviceType>._tcp` and browse for it.
+        case avahi
+        /// A fixed list of peers to dial; nothing is advertised.
+        case staticPeers([PeerEndpoint])
+        /// Your own backend. The closure is called once per start.
+        case custom(@Sendable () -> any PeerDiscovery)
+        /// No discovery: the transceiver only accepts connections.
+        case none
+    }
+
+    /// The DNS-SD service type without underscores, e.g. `"listrctl"`. Transceivers only talk to
+    /// peers of the same service type.
+    public var serviceType: String
+    /// The name other peers see. Defaults to the host name.
+    public var peerName: String
+    /// Key/value pairs advertised in the TXT record and sent in the hello.
+    public var discoveryInfo: [String: String]
+    /// How peers are found. Defaults to ``Discovery-swift.enum/avahi``.
+    public var discovery: Discovery
+    /// Whether to listen for connections and advertise them. A command-line client that only
+    /// dials (like `listrctl`) sets this to `false`.
+    public var advertises: Bool
+    /// The address to listen on. Defaults to all IPv4 interfaces.
+    public var listenHost: String
+    /// The port to listen on; 0 picks a free one.
+    public var listenPort: Int
+    /// The longest frame accepted from a peer, in bytes. Defaults to 16 MiB.
+    public var maximumFrameLength: Int
+    /// How long a connection may be idle before it is pinged. Defaults to 0.5 s.
+    public var heartbeatInterval: Duration
+    /// How long a peer may stay silent (no frame, no pong) before it is disconnected. Defaults to 2.5 s.
+    public var peerTimeout: Duration
+    /// How long a new connection may take to complete the handshake. Defaults to 5 s.
+    public var handshakeTimeout: Duration
+    /// How long a TCP connect may take. Defaults to 2 s.
+    public var connectTimeout: Duration
+    /// The back-off between attempts to reach a lost peer again.
+    public var reconnectBackoff: Backoff
+    /// Where PeerKit logs.
+    public var logger: Logger
+    /// The event loops that run the sockets. Defaults to NIO's shared singleton group.
+    public var eventLoopGroup: any EventLoopGroup
+
+    /// Creates a configuration with the defaults for everything but the service type.
+    public init(serviceType: String) {
+        self.serviceType = serviceType
+        self.peerName = PeerConfiguration.defaultPeerName
+        self.discoveryInfo = [:]
+        self.discovery = .avahi
+        self.advertises = true
+        self.listenHost = "0.0.0.0"
+        self.listenPort = 0
+        self.maximumFrameLength = 16 * 1024 * 1024
+        self.heartbeatInterval = .milliseconds(500)
+        self.peerTimeout = .milliseconds(2500)
+        self.handshakeTimeout = .seconds(5)
+        self.connectTimeout = .seconds(2)
+        self.reconnectBackoff = Backoff()
+        self.logger = Logger(label: "PeerKit")
+        self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    }
+
+    /// The host name, as the default peer name.
+    public static var defaultPeerName: String {
+        let name = ProcessInfo.processInfo.hostName
+        return name.isEmpty ? "PeerKit peer" : name
+    }
+
+    /// Checks the service type and discovery info; throws the first problem found.
+    public func validate() throws(PeerKitError) {
+        try ServiceType.validate(serviceType)
+        for (key, value) in discoveryInfo {
+            try ServiceType.validateTXTPair(key: key, value: value)
+        }
+    }
+}
+
+/// Exponential back-off with jitter and a cap, used when reconnecting to a lost peer.
+public struct Backoff: Sendable, Hashable {
+    /// The delay before the first retry.
+    public var initial: Duration
+    /// The longest delay between retries.
+    public var maximum: Duration
+    /// Each delay is the previous one times this factor (before jitter).
+    public var multiplier: Double
+    /// The fraction of each delay that is randomised, from 0 (none) to 1.
+    public var jitter: Double
+
+    /// Creates a back-off policy. The defaults retry after about 0.1 s, then double up to 1 s.
+    public init(initial: Duration = .milliseconds(100), maximum: Duration = .seconds(1), multiplier: Double = 2, jitter: Double = 0.2) {
+        self.initial = initial
+        self.maximum = maximum
+        self.multiplier = multiplier
+        self.jitter = jitter
+    }
+
+    /// The delay before retry number `attempt` (0-based), with `random` in 0..<1 choosing the jitter.
+    public func delay(attempt: Int, random: Double) -> Duration {
+        let base = initial.seconds * pow(multiplier, Double(min(attempt, 30)))
+        let capped = min(base, maximum.seconds)
+        let jittered = capped * (1 - jitter + jitter * 2 * random)
+        return .nanoseconds(Int64(min(jittered, maximum.seconds * (1 + jitter)) * 1e9))
+    }
+}
+
+extension Duration {
+    /// The duration as a `Double` number of seconds.
+    var seconds: Double {
+        let (s, atto) = components
+        return Double(s) + Double(atto) / 1e18
+    }
+
+    /// The duration as a NIO `TimeAmount`.
+    var timeAmount: TimeAmount {
+        let (s, atto) = components
+        return .nanoseconds(s * 1_000_000_000 + atto / 1_000_000_000)
+    }
+}

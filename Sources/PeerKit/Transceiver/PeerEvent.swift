@@ -1,0 +1,21 @@
+/// Something that happened to a transceiver, delivered in order through
+/// ``PeerTransceiver/events()``.
+public enum PeerEvent: Sendable, Hashable {
+    /// The transceiver listens on `port` (0 when it does not listen) and discovery was started.
+    case started(port: Int)
+    /// A peer became available (discovered, or connected to us without being discovered).
+    case peerAdded(Peer)
+    /// A peer is no longer available.
+    case peerRemoved(Peer)
+    /// A connection to a peer completed its handshake; messages can be sent to it.
+    case peerConnected(Peer)
+    /// The connection to a peer ended; `reason` says why when it did not end gracefully.
+    case peerDisconnected(Peer, reason: PeerKitError?)
+    /// The list of available peers changed.
+    case availablePeersChanged([Peer])
+    /// Something went wrong that the transceiver could not hide (discovery failed, a peer
+    /// misbehaved, a message could not be handled). The transceiver keeps running.
+    case error(PeerKitError)
+    /// The transceiver stopped.
+    case stopped
+}

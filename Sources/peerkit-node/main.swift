@@ -1,0 +1,2 @@
+// placeholder, replaced by the core commit
+print("peerkit-node")
