@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""PeerKit's multi-host scenarios on the simulated LAN (scripts/lan). Run by scripts/lan-test; see Documentation/Testing.md.
+
+    python3 -B Tests/LAN/scenarios.py --bin .build/debug [--only 1,2a,6]
+
+Each scenario starts its own processes with its own random service type, prints its measured figures, and stops
+everything it started. The LAN itself (up/down) belongs to scripts/lan-test. Exit status 1 if any scenario failed.
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+
+from lan import Lan, ScenarioFailure, cpu_share, end_process, random_service_type, wait_until  # noqa: E402
+from node import Node  # noqa: E402
+from listr import Listr  # noqa: E402
+
+# PeerKit's defaults: a heartbeat every 0.5 s, a peer is lost after 2.5 s of silence; so a vanished peer is reported
+# at most 2.5 + 0.5 s after it last spoke. The issue asks for reconnection within 3 s of the link coming back.
+DETECTION_BOUND = 3.0
+RECONNECT_BOUND = 3.0
+# Scheduling allowance on a loaded machine (2 shared cores); the printed figures are the raw measurements.
+SLACK = float(os.environ.get("LAN_TIMING_SLACK", "0.5"))
+# While a peer is unreachable, a node must stay idle: no busy redial loop.
+CPU_LIMIT = 0.10
+CPU_WINDOW = 4.0
+# Generous deadlines for things that are not timed (discovery, startup) on a busy machine.
+EVENTUALLY = 60.0
+
+
+def within(figure: float, bound: float, what: str) -> None:
+    if figure > bound + SLACK:
+        raise ScenarioFailure(f"{what} took {figure:.2f} s; the bound is {bound:.1f} s "
+                              f"(+{SLACK:.1f} s scheduling allowance, LAN_TIMING_SLACK).")
+
+
+class Scenarios:
+    """The scenarios, sharing the LAN, the binaries and the processes to clean up after each one."""
+
+    def __init__(self, lan: Lan, bin_dir: Path, log_dir: Path):
+        self.lan = lan
+        self.bin_dir = bin_dir
+        self.log_dir = log_dir
+        self.nodes: list = []
+        self.processes: list = []
+        self.a, self.b, self.c = lan.hosts[:3]
+
+    # MARK: Helpers
+
+    def node(self, host: str, service_type: str, name: str, *extra: str) -> Node:
+        node = Node(self.lan, host, self.bin_dir / "peerkit-node", service_type, name, self.log_dir, extra)
+        self.nodes.append(node)
+        return node
+
+    def cleanup(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        for process in self.processes:
+            end_process(process)
+        self.nodes.clear()
+        self.processes.clear()
+
+    def stories(self) -> str:
+        return "\n".join(node.story() for node in self.nodes)
+
+    def mesh(self, service_type: str, names_and_hosts) -> tuple:
+        """Starts one node per (name, host) at once; returns the nodes and the seconds until all were connected."""
+        start = time.monotonic()
+        nodes = [self.node(host, service_type, name) for name, host in names_and_hosts]
+        for node in nodes:
+            node.wait_started()
+        ids = {node.peer_id for node in nodes}
+        if len(ids) != len(nodes):
+            raise ScenarioFailure(f"two nodes reported the same peerID: {[n.peer_id for n in nodes]}")
+
+        def fully_connected():
+            arrivals = []
+            for node in nodes:
+                connected = node.connected_ids()
+                if node.peer_id in connected:
+                    raise ScenarioFailure(f"{node.label} reports a connection to itself.\n{node.story()}")
+                others = ids - {node.peer_id}
+                if not others <= connected.keys():
+                    return None
+                arrivals += [connected[other] for other in others]
+            return max(arrivals)
+
+        try:
+            connected_at = wait_until(fully_connected, EVENTUALLY, "every node connected to every other")
+        except ScenarioFailure as failure:
+            raise ScenarioFailure(f"{failure}\n{self.stories()}") from None
+        return nodes, connected_at - start
+
+    def deliver(self, sender: Node, receivers, text: str) -> float:
+        """Broadcasts `text` from `sender`; returns the seconds until the last receiver had it."""
+        marks = [receiver.mark() for receiver in receivers]
+        sent = time.monotonic()
+        sender.broadcast(text)
+        arrivals = [receiver.wait_message(text, sender.peer_id, 15, since=mark).at
+                    for receiver, mark in zip(receivers, marks)]
+        return max(arrivals) - sent
+
+    def idle_cpu(self, nodes) -> str:
+        """Measures the nodes' CPU while a peer is unreachable; fails on anything like a busy loop."""
+        shares = cpu_share([node.pid for node in nodes], CPU_WINDOW)
+        for node in nodes:
+            if shares[node.pid] > CPU_LIMIT:
+                raise ScenarioFailure(f"{node.label} used {shares[node.pid]:.0%} of a core while a peer was "
+                                      f"unreachable (limit {CPU_LIMIT:.0%}): a busy redial loop?\n{node.story()}")
+        return ", ".join(f"{node.label} {shares[node.pid]:.1%}" for node in nodes)
+
+    # MARK: Scenarios
+
+    def scenario_0(self) -> str:
+        """The LAN itself: an mDNS record published on h1 reaches h2 and h3 over the bridge, and never the root namespace."""
+        service_type = random_service_type()
+        instance = f"lan-check-{service_type}"
+        publisher = self.lan.command(self.a, "avahi-publish", "--service", instance, f"_{service_type}._tcp", "4242")
+        start = time.monotonic()
+        self.processes.append(subprocess.Popen(publisher, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        expected = (instance, self.lan.address(self.a), 4242)
+        for host in (self.b, self.c):
+            wait_until(lambda: expected in self.lan.browse(host, service_type), EVENTUALLY,
+                       f"avahi-browse on {host} seeing {instance} at {expected[1]}:4242")
+        seen_after = time.monotonic() - start
+        leaks = self.lan.root_links_into_lan()
+        if leaks:
+            raise ScenarioFailure("the root namespace has links into the LAN:\n" + "\n".join(leaks))
+        root = subprocess.run(["avahi-browse", "--resolve", "--parsable", "--terminate", f"_{service_type}._tcp"],
+                              capture_output=True, text=True, timeout=30)
+        if root.returncode != 0:
+            root_note = "the root namespace has no avahi-daemon to ask"
+        elif instance in root.stdout:
+            raise ScenarioFailure(f"the root namespace's avahi-daemon sees {instance}: the LAN leaks.\n{root.stdout}")
+        else:
+            root_note = "the root namespace's avahi-daemon does not see it"
+        return (f"h1's record resolved on h2 and h3 in {seen_after:.2f} s; no root-namespace link into the LAN; "
+                f"{root_note}")
+
+    def scenario_1(self) -> str:
+        """Three hosts find and connect to each other through real mDNS; a broadcast on A reaches B and C."""
+        service_type = random_service_type()
+        (a, b, c), seconds = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
+        delivery = self.deliver(a, [b, c], "hello from A")
+        return f"three hosts fully connected in {seconds:.2f} s; A's broadcast reached B and C in {delivery * 1000:.0f} ms"
+
+    def _cut(self, cut, restore, how: str) -> str:
+        service_type = random_service_type()
+        (a, b, c), _ = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
+        others = (b, c)
+        marks = {node: node.mark() for node in (a, b, c)}
+        cut_at = time.monotonic()
+        cut(self.a)
+        lost = [node.wait_disconnected(a.peer_id, 15, "reporting A disconnected", marks[node]).at - cut_at
+                for node in others]
+        lost_on_a = [a.wait_disconnected(node.peer_id, 15, f"reporting {node.name} disconnected", marks[a]).at - cut_at
+                     for node in others]
+        within(max(lost), DETECTION_BOUND, "B and C reporting A disconnected")
+        within(max(lost_on_a), DETECTION_BOUND, "A reporting B and C disconnected")
+        cpu = self.idle_cpu([a, b, c])
+
+        marks = {node: node.mark() for node in (a, b, c)}
+        restored_at = time.monotonic()
+        restore(self.a)
+        back = [node.wait_connected(lambda p: p.get("id") == a.peer_id, 30, "reconnecting to A", marks[node]).at
+                - restored_at for node in others]
+        back_on_a = [a.wait_connected(lambda p, n=node: p.get("id") == n.peer_id, 30, f"reconnecting to {node.name}",
+                                      marks[a]).at - restored_at for node in others]
+        within(max(back + back_on_a), RECONNECT_BOUND, "reconnecting after the link came back")
+        delivery = self.deliver(a, [b, c], f"A is back ({how})")
+        return (f"{how}: B and C reported A gone after {max(lost):.2f} s (A reported them after {max(lost_on_a):.2f} s); "
+                f"CPU while cut: {cpu}; reconnected {max(back + back_on_a):.2f} s after the link returned; "
+                f"A's broadcast then reached B and C in {delivery * 1000:.0f} ms")
+
+    def scenario_2(self) -> str:
+        """Link cut: A's cable is pulled (carrier lost) and plugged back in."""
+        return self._cut(self.lan.link_down, self.lan.link_up, "cable pulled")
+
+    def scenario_2b(self) -> str:
+        """Silent partition: the switch drops A's frames, no carrier change, so no mDNS event helps reconnecting."""
+        return self._cut(self.lan.partition, self.lan.heal, "silent partition")
+
+    def scenario_3(self) -> str:
+        """Peer crash: SIGKILL A's node; B and C report it; a restarted A is reconnected."""
+        service_type = random_service_type()
+        (a, b, c), _ = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
+        marks = {node: node.mark() for node in (b, c)}
+        killed_at = time.monotonic()
+        a.kill()
+        lost = [node.wait_disconnected(a.peer_id, 15, "reporting the killed A", marks[node]).at - killed_at
+                for node in (b, c)]
+        within(max(lost), DETECTION_BOUND, "B and C reporting the killed A")
+        cpu = self.idle_cpu([b, c])
+
+        marks = {node: node.mark() for node in (b, c)}
+        restarted_at = time.monotonic()
+        a2 = self.node(self.a, service_type, "A")
+        a2.wait_started()
+        back = [node.wait_connected(lambda p: p.get("id") == a2.peer_id, EVENTUALLY, "connecting to the restarted A",
+                                    marks[node]).at - restarted_at for node in (b, c)]
+        for node in (b, c):
+            a2.wait_connected(lambda p, n=node: p.get("id") == n.peer_id, EVENTUALLY, f"connecting to {node.name}")
+        delivery = self.deliver(a2, [b, c], "A restarted")
+        return (f"B and C reported the killed A after {max(lost):.2f} s; CPU meanwhile: {cpu}; "
+                f"the restarted A was connected to both {max(back):.2f} s after its launch; "
+                f"its broadcast reached them in {delivery * 1000:.0f} ms")
+
+    def scenario_4(self) -> str:
+        """avahi-daemon restart on B: B re-advertises and re-browses by itself; connections carry messages throughout."""
+        service_type = random_service_type()
+        (a, b, c), _ = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
+        marks = {node: node.mark() for node in (a, b, c)}
+        self.lan.avahi_stop(self.b)
+        wait_until(lambda: all(entry[0] != "B" for entry in self.lan.browse(self.a, service_type)), EVENTUALLY,
+                   "A's avahi-daemon forgetting B after B's avahi-daemon stopped")
+        during = max(self.deliver(a, [b, c], "while B's avahi is down"),
+                     self.deliver(b, [a, c], "B speaking while its avahi is down"))
+
+        restarted_at = time.monotonic()
+        self.lan.avahi_start(self.b)
+        # A fresh node on A that does not advertise can only learn of B through B's new advertisement.
+        probe = self.node(self.a, service_type, "probe-A", "--no-advertise")
+        probe.wait_started()
+        readvertised = probe.wait_connected(lambda p: p.get("id") == b.peer_id, EVENTUALLY,
+                                            "finding B through B's re-advertisement").at - restarted_at
+        # A fresh node on C: B can only find it by browsing again on its new avahi-daemon.
+        newcomer = self.node(self.c, service_type, "C2")
+        newcomer.wait_started()
+        mark_b = b.mark()
+        b.wait(lambda e: e.get("event") in ("peerAdded", "peerConnected")
+               and (e.get("peer") or {}).get("id") == newcomer.peer_id, EVENTUALLY,
+               "B seeing the newcomer C2 after its avahi-daemon restarted", 0)
+        after = self.deliver(c, [a, b], "after B's avahi restarted")
+        for node in (a, b, c):
+            drops = node.count("peerDisconnected", marks[node])
+            if drops:
+                raise ScenarioFailure(f"{node.label} lost {drops} connection(s) while B's avahi-daemon restarted; "
+                                      f"existing connections must carry on.\n{node.story()}")
+        del mark_b
+        return (f"messages flowed while B's avahi was down (slowest delivery {during * 1000:.0f} ms) and after; "
+                f"B was found again {readvertised:.2f} s after its avahi-daemon restarted; no connection dropped")
+
+    def scenario_5(self) -> str:
+        """Listr across hosts: listrd on A, listrctl on B; with listrd on A and C, --peer picks one."""
+        return Listr(self).run()
+
+    def scenario_6(self) -> str:
+        """Name collision: two hosts advertise the same peer name; both stay reachable under distinct instance names."""
+        service_type = random_service_type()
+        (twin1, twin2, observer), seconds = self.mesh(service_type, [("twin", self.a), ("twin", self.b),
+                                                                      ("observer", self.c)])
+        instances = wait_until(lambda: (lambda found: found if len({n for n, _, _ in found}) >= 3 else None)(
+            self.lan.browse(self.c, service_type)), EVENTUALLY, "three distinct instances on C's avahi-daemon")
+        names = sorted(name for name, _, _ in instances)
+        to_twins = self.deliver(observer, [twin1, twin2], "to both twins")
+        self.deliver(twin1, [observer], "from twin on A")
+        self.deliver(twin2, [observer], "from twin on B")
+        return (f"both 'twin' peers connected in {seconds:.2f} s, as instances {names}; messages flow both ways "
+                f"(observer to both twins in {to_twins * 1000:.0f} ms)")
+
+
+SCENARIOS = ["0", "1", "2", "2b", "3", "4", "5", "6"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", required=True, type=Path, help="the Swift bin directory (swift build --show-bin-path)")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios to run")
+    arguments = parser.parse_args()
+    selected = arguments.only.split(",")
+    unknown = [name for name in selected if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")
+    node_binary = arguments.bin / "peerkit-node"
+    if not os.access(node_binary, os.X_OK):
+        print(f"scenarios: {node_binary} is missing; build first with `swift build`.", file=sys.stderr)
+        return 1
+
+    # SIGTERM (e.g. from scripts/lan-test's trap) unwinds like Ctrl-C, so every node is stopped by its PID.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    lan = Lan()
+    log_dir = Path(tempfile.mkdtemp(prefix="peerkit-lan-logs-"))
+    scenarios = Scenarios(lan, arguments.bin, log_dir)
+    failed = []
+    try:
+        for name in selected:
+            method = getattr(scenarios, f"scenario_{name}")
+            print(f"scenario {name}: {method.__doc__.splitlines()[0]}", flush=True)
+            started = time.monotonic()
+            try:
+                figure = method()
+                print(f"scenario {name}: PASS ({time.monotonic() - started:.1f} s): {figure}", flush=True)
+            except ScenarioFailure as failure:
+                failed.append(name)
+                print(f"scenario {name}: FAIL: {failure}", flush=True)
+            except Exception:  # a bug in the runner itself still must not hide the other scenarios' results
+                failed.append(name)
+                print(f"scenario {name}: FAIL with an error in the runner:\n{traceback.format_exc()}", flush=True)
+            finally:
+                scenarios.cleanup()
+    finally:
+        scenarios.cleanup()
+        shutil.rmtree(log_dir, ignore_errors=True)
+    passed = len(selected) - len(failed)
+    print(f"LAN scenarios: {passed} passed, {len(failed)} failed" + (f" ({', '.join(failed)})" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
