@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -109,6 +110,11 @@ class Scenarios:
                     for receiver, mark in zip(receivers, marks)]
         return max(arrivals) - sent
 
+    def publish(self, host: str, instance: str, service_type: str, port: int, *txt: str) -> None:
+        """Publishes a service record on `host` with avahi-publish, until the scenario ends."""
+        argv = self.lan.command(host, "avahi-publish", "--service", instance, f"_{service_type}._tcp", str(port), *txt)
+        self.processes.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
     def idle_cpu(self, nodes) -> str:
         """Measures the nodes' CPU while a peer is unreachable; fails on anything like a busy loop."""
         shares = cpu_share([node.pid for node in nodes], CPU_WINDOW)
@@ -124,9 +130,8 @@ class Scenarios:
         """The LAN itself: an mDNS record published on h1 reaches h2 and h3 over the bridge, and never the root namespace."""
         service_type = random_service_type()
         instance = f"lan-check-{service_type}"
-        publisher = self.lan.command(self.a, "avahi-publish", "--service", instance, f"_{service_type}._tcp", "4242")
         start = time.monotonic()
-        self.processes.append(subprocess.Popen(publisher, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.publish(self.a, instance, service_type, 4242)
         expected = (instance, self.lan.address(self.a), 4242)
         for host in (self.b, self.c):
             wait_until(lambda: expected in self.lan.browse(host, service_type), EVENTUALLY,
@@ -232,22 +237,24 @@ class Scenarios:
         probe.wait_started()
         readvertised = probe.wait_connected(lambda p: p.get("id") == b.peer_id, EVENTUALLY,
                                             "finding B through B's re-advertisement").at - restarted_at
-        # A fresh node on C: B can only find it by browsing again on its new avahi-daemon.
-        newcomer = self.node(self.c, service_type, "C2")
-        newcomer.wait_started()
-        mark_b = b.mark()
-        b.wait(lambda e: e.get("event") in ("peerAdded", "peerConnected")
-               and (e.get("peer") or {}).get("id") == newcomer.peer_id, EVENTUALLY,
-               "B seeing the newcomer C2 after its avahi-daemon restarted", 0)
+        # A record published on C after the restart: B can only learn of it by browsing again on its new daemon.
+        ghost_id = f"ghost-{service_type}"
+        published_at = time.monotonic()
+        self.publish(self.c, "ghost", service_type, 9, f"peerid={ghost_id}")
+        rebrowsed = b.wait(lambda e: e.get("event") == "peerAdded" and (e.get("peer") or {}).get("id") == ghost_id,
+                           EVENTUALLY, "B discovering a service published after its avahi-daemon restarted",
+                           marks[b]).at - published_at
+        wait_until(lambda: any(entry[0] == "B" for entry in self.lan.browse(self.c, service_type)), EVENTUALLY,
+                   "C's avahi-daemon seeing B again")
         after = self.deliver(c, [a, b], "after B's avahi restarted")
         for node in (a, b, c):
             drops = node.count("peerDisconnected", marks[node])
             if drops:
                 raise ScenarioFailure(f"{node.label} lost {drops} connection(s) while B's avahi-daemon restarted; "
                                       f"existing connections must carry on.\n{node.story()}")
-        del mark_b
-        return (f"messages flowed while B's avahi was down (slowest delivery {during * 1000:.0f} ms) and after; "
-                f"B was found again {readvertised:.2f} s after its avahi-daemon restarted; no connection dropped")
+        return (f"messages flowed while B's avahi was down (slowest delivery {during * 1000:.0f} ms) and after it "
+                f"({after * 1000:.0f} ms); a new node on A found B {readvertised:.2f} s after B's avahi-daemon restarted; "
+                f"B discovered a newly published service in {rebrowsed:.2f} s; no connection dropped")
 
     def scenario_5(self) -> str:
         """Listr across hosts: listrd on A, listrctl on B; with listrd on A and C, --peer picks one."""
@@ -268,7 +275,53 @@ class Scenarios:
                 f"(observer to both twins in {to_twins * 1000:.0f} ms)")
 
 
-SCENARIOS = ["0", "1", "2", "2b", "3", "4", "5", "6"]
+    def scenario_7(self) -> str:
+        """A peer that cannot be reached: redials back off with jitter up to a cap, and the node stays idle."""
+        service_type = random_service_type()
+        # A stale record of a peer whose port accepts and drops every connection at once: each dial fails fast,
+        # which is where a redial loop without back-off would spin. The server logs every attempt.
+        server = subprocess.Popen(self.lan.command(self.a, sys.executable, "-c", ACCEPT_AND_DROP),
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.processes.append(server)
+        port_line = server.stdout.readline()
+        if not port_line.strip().isdigit():
+            raise ScenarioFailure(f"the accept-and-drop server on {self.a} did not report its port: {port_line!r}")
+        attempts = []
+        threading.Thread(target=lambda: [attempts.append(time.monotonic()) for _ in server.stdout], daemon=True).start()
+        self.publish(self.a, "unreachable", service_type, int(port_line), f"peerid=unreachable-{service_type}")
+        node = self.node(self.b, service_type, "B")
+        node.wait_started()
+        wait_until(lambda: len(attempts) >= 3, EVENTUALLY, "B dialling the unreachable peer")
+        cpu = self.idle_cpu([node])
+        wait_until(lambda: len(attempts) >= 10, EVENTUALLY, "B's tenth dial of the unreachable peer")
+        times = list(attempts[:10])
+        intervals = [later - earlier for earlier, later in zip(times, times[1:])]
+        shown = ", ".join(f"{interval:.2f}" for interval in intervals)
+        if intervals[0] >= max(intervals[-4:]):
+            raise ScenarioFailure(f"the redial intervals do not grow (no back-off): {shown} s")
+        if max(intervals) > RECONNECT_BOUND:
+            raise ScenarioFailure(f"a redial interval exceeds {RECONNECT_BOUND:.0f} s (the cap must keep "
+                                  f"reconnection within the bound): {shown} s")
+        capped = intervals[-4:]
+        if max(capped) - min(capped) < 0.02:
+            raise ScenarioFailure(f"the capped redial intervals are all alike (no jitter): {shown} s")
+        return f"redial intervals {shown} s (back-off, capped, jittered); CPU meanwhile: {cpu}"
+
+
+# Accepts TCP connections and closes each at once, printing its port first and then a line per connection.
+ACCEPT_AND_DROP = """
+import socket
+server = socket.socket()
+server.bind(("0.0.0.0", 0))
+server.listen(64)
+print(server.getsockname()[1], flush=True)
+while True:
+    connection, _ = server.accept()
+    connection.close()
+    print("accepted", flush=True)
+"""
+
+SCENARIOS = ["0", "1", "2", "2b", "3", "4", "5", "6", "7"]
 
 
 def main() -> int:
