@@ -235,6 +235,7 @@ def main() -> int:
     unknown = [name for name in selected if name not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")
+    arguments.bin = arguments.bin.resolve()
     node_binary = arguments.bin / "peerkit-node"
     if not os.access(node_binary, os.X_OK):
         print(f"scenarios: {node_binary} is missing; build first with `swift build`.", file=sys.stderr)
