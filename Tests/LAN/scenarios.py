@@ -165,17 +165,23 @@ class Scenarios(Harness):
     def scenario_6(self) -> str:
         """Name collision: two hosts advertise the same peer name; both stay reachable under distinct instance names."""
         service_type = random_service_type()
-        (twin1, twin2, observer), seconds = self.mesh(service_type, [("twin", self.a), ("twin", self.b),
-                                                                      ("observer", self.c)])
-        instances = wait_until(lambda: (lambda found: found if len({n for n, _, _ in found}) >= 3 else None)(
-            self.lan.browse(self.c, service_type)), EVENTUALLY, "three distinct instances on C's avahi-daemon")
-        names = sorted(name for name, _, _ in instances)
+
+        def twins_on_c():
+            names = {name for name, _, _ in self.lan.browse(self.c, service_type) if name.startswith("twin")}
+            return sorted(names) if len(names) == 2 else None
+
+        try:
+            (twin1, twin2, observer), seconds = self.mesh(service_type, [("twin", self.a), ("twin", self.b),
+                                                                          ("observer", self.c)])
+        except ScenarioFailure as failure:
+            seen = self.lan.browse(self.c, service_type)
+            raise ScenarioFailure(f"{failure}\nC's avahi-daemon sees: {seen}") from None
+        names = wait_until(twins_on_c, EVENTUALLY, "two distinct 'twin' instances on C's avahi-daemon")
         to_twins = self.deliver(observer, [twin1, twin2], "to both twins")
         self.deliver(twin1, [observer], "from twin on A")
         self.deliver(twin2, [observer], "from twin on B")
-        return (f"both 'twin' peers connected in {seconds:.2f} s, as instances {names}; messages flow both ways "
+        return (f"both 'twin' peers connected in {seconds:.2f} s, advertised as {names}; messages flow both ways "
                 f"(observer to both twins in {to_twins * 1000:.0f} ms)")
-
 
     def scenario_7(self) -> str:
         """A peer that cannot be reached: redials back off with jitter up to a cap, and the node stays idle."""
