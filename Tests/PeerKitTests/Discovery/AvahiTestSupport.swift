@@ -76,15 +76,12 @@ final class ChildProcess {
         terminate()
     }
 
-    /// Sends SIGTERM to the process (by PID) and waits until it exited.
+    /// Ends the process (by PID, with SIGKILL) and waits until it exited.
+    ///
+    /// SIGKILL, because Foundation's Process spawns children with the signal mask of the calling
+    /// thread, and Swift concurrency's worker threads block SIGTERM and SIGINT: the child would
+    /// never see them.
     func terminate() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
-    }
-
-    /// Sends SIGKILL to the process (by PID) and waits until it exited.
-    func kill9() {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
