@@ -26,7 +26,7 @@ enum AvahiTestSupport {
 
     /// Throws ``DaemonMissing`` unless `avahi-browse -at` reaches a daemon.
     static func requireDaemon() async throws {
-        let result = try await ChildProcess.run("/usr/bin/timeout", ["10", "avahi-browse", "-at"])
+        let result = try await Command.run("/usr/bin/timeout", ["10", "avahi-browse", "-at"])
         guard result.status == 0 else {
             throw DaemonMissing(detail: "avahi-browse -at exited with status \(result.status): \(result.standardError.trimmingCharacters(in: .whitespacesAndNewlines))")
         }
@@ -39,7 +39,7 @@ enum AvahiTestSupport {
         let deadline = ContinuousClock.now + timeout
         var lines: [[String]] = []
         repeat {
-            let result = try await ChildProcess.run("/usr/bin/timeout", ["10", "avahi-browse", "-rpt", "_\(serviceType)._tcp"])
+            let result = try await Command.run("/usr/bin/timeout", ["10", "avahi-browse", "-rpt", "_\(serviceType)._tcp"])
             lines = result.standardOutput.split(separator: "\n").map { $0.split(separator: ";", omittingEmptySubsequences: false).map(String.init) }
                 .filter { $0.first == "=" }
             if accept(lines) { return lines }
@@ -48,43 +48,85 @@ enum AvahiTestSupport {
     }
 }
 
-/// A child process, ended by its PID.
+/// A long-running child process (a daemon, `avahi-publish`), ended by its PID.
+///
+/// Spawned with `posix_spawnp` rather than Foundation's `Process`, for two reasons measured here:
+/// `Process` hands the child the signal mask of the calling thread, and Swift concurrency's worker
+/// threads block SIGTERM, SIGINT and SIGCHLD, so the child would ignore SIGTERM (and a shell's
+/// `wait` would hang); and `Process` takes the closing of a descriptor it shares with the child for
+/// the child's exit, so a daemon that closes inherited descriptors (avahi-daemon does) leaves it
+/// blocked in `waitpid`. Here the child starts with an empty mask and default handlers, its
+/// standard streams on /dev/null, and is reaped with `waitpid` on its own PID.
 final class ChildProcess {
-    struct Result: Sendable {
-        var status: Int32
-        var standardOutput: String
-        var standardError: String
+    let pid: pid_t
+    private var exited = false
+
+    /// Starts `executable` (looked up in PATH) with `arguments`, adding `environment` to this process's.
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        posix_spawnattr_setsigmask(&attributes, &mask)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+
+        let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid = pid_t()
+        let result = posix_spawnp(&pid, executable, &actions, &attributes, argv, envp)
+        guard result == 0 else {
+            throw SpawnFailed(description: "\(executable) could not be started: \(String(cString: strerror(result)))")
+        }
+        self.pid = pid
     }
 
-    private let process: Process
-
-    var pid: Int32 { process.processIdentifier }
-
-    /// Starts `executable` (an absolute path, or a name looked up in PATH by `env`) with `arguments`.
-    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = environment.map { "\($0.key)=\($0.value)" }.sorted() + [executable] + arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+    struct SpawnFailed: Error, CustomStringConvertible {
+        var description: String
     }
 
     deinit {
         terminate()
     }
 
-    /// Ends the process (by PID, with SIGKILL) and waits until it exited.
-    ///
-    /// SIGKILL, because Foundation's Process spawns children with the signal mask of the calling
-    /// thread, and Swift concurrency's worker threads block SIGTERM and SIGINT: the child would
-    /// never see them.
-    func terminate() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+    /// Sends `signal` to the process (by PID) and waits until it exited.
+    func terminate(signal: Int32 = SIGTERM) {
+        guard !exited else { return }
+        kill(pid, signal)
+        waitUntilExit()
+    }
+
+    /// Waits until the process exited, and reaps it.
+    func waitUntilExit() {
+        guard !exited else { return }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        exited = true
+    }
+}
+
+/// Short commands run to their end, with their output.
+enum Command {
+    struct Result: Sendable {
+        var status: Int32
+        var standardOutput: String
+        var standardError: String
     }
 
     /// Runs a command to its end and returns its status and output.
