@@ -124,6 +124,34 @@ extension DiscoveryTests {
             discovery.stop()  // A second stop is harmless.
         }
 
+        @Test func stopCalledFromInsideAnEventNeitherDeadlocksNorDeliversMore() async throws {
+            try await AvahiTestSupport.requireDaemon()
+            let type = AvahiTestSupport.randomServiceType()
+            let discovery = AvahiDiscovery()
+            let events = DiscoveryEventRecorder()
+            // The event closure runs on Avahi's poll thread with its lock held; stop() there must
+            // hand the teardown to another thread instead of taking the lock again.
+            discovery.start(AvahiTestSupport.request(serviceType: type, name: "Impatient", port: 40041)) { event in
+                events.onEvent(event)
+                if case .advertised = event { discovery.stop() }
+            }
+            _ = try await events.advertisedName()
+            let countAtStop = events.count
+            // The advertisement is withdrawn, as a second discovery sees.
+            let witness = AvahiDiscovery()
+            let witnessed = DiscoveryEventRecorder()
+            witness.start(AvahiTestSupport.request(serviceType: type, name: "Witness", port: nil), onEvent: witnessed.onEvent)
+            defer { witness.stop() }
+            let publisher = try ChildProcess("avahi-publish", ["-s", "Marker", "_\(type)._tcp", "40042"])
+            defer { publisher.terminate() }
+            _ = try await witnessed.found(named: "Marker")
+            // The witness may have caught the advertisement before the teardown withdrew it; then it must see it go.
+            if witnessed.events.contains(where: { if case let .found(s) = $0 { s.name == "Impatient" } else { false } }) {
+                try await witnessed.first("lost Impatient") { $0 == .lost(key: "Impatient") }
+            }
+            #expect(events.count == countAtStop, "events after stop(): \(events.events.dropFirst(countAtStop))")
+        }
+
         @Test func anInvalidTXTPairIsReportedAndNothingIsAdvertised() async throws {
             let type = AvahiTestSupport.randomServiceType()
             let discovery = AvahiDiscovery()
