@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 @testable import PeerKit
@@ -95,4 +96,44 @@ extension ByteBuffer {
         buffer.writeString(json)
         return buffer
     }
+}
+
+/// A discovery backend the test drives by hand: it reports whatever the test injects.
+final class ManualDiscovery: PeerDiscovery {
+    private let handler = NIOLockedValueBox<(@Sendable (DiscoveryEvent) -> Void)?>(nil)
+    private let requests = NIOLockedValueBox<[DiscoveryRequest]>([])
+
+    func start(_ request: DiscoveryRequest, onEvent: @escaping @Sendable (DiscoveryEvent) -> Void) {
+        requests.withLockedValue { $0.append(request) }
+        handler.withLockedValue { $0 = onEvent }
+    }
+
+    func stop() {
+        handler.withLockedValue { $0 = nil }
+    }
+
+    /// The requests the transceiver started this backend with.
+    var startRequests: [DiscoveryRequest] { requests.withLockedValue { $0 } }
+
+    func inject(_ event: DiscoveryEvent) {
+        handler.withLockedValue { $0 }?(event)
+    }
+
+    /// Reports `transceiver` as found, as Avahi would (with its peer ID in the TXT record).
+    func found(_ transceiver: PeerTransceiver, key: String? = nil) throws {
+        inject(.found(DiscoveredService(
+            key: key ?? transceiver.configuration.peerName,
+            name: transceiver.configuration.peerName,
+            peerID: transceiver.peerID,
+            endpoints: [try endpoint(of: transceiver)],
+            txtRecord: ["peerid": transceiver.peerID, "proto": "1"]
+        )))
+    }
+}
+
+/// A loopback configuration whose discovery is `discovery`.
+func manualConfiguration(serviceType: String, name: String, discovery: ManualDiscovery) -> PeerConfiguration {
+    var configuration = loopbackConfiguration(serviceType: serviceType, name: name)
+    configuration.discovery = .custom { discovery }
+    return configuration
 }

@@ -149,6 +149,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         state.withLockedValue { $0.peers.values.compactMap(\.active) }
     }
 
+    /// How many connections are open, including ones still in their handshake or being retired.
+    func openConnectionCount() -> Int {
+        state.withLockedValue { $0.connections.count }
+    }
+
     /// Peers that are discovered or connected.
     func availablePeers() -> [Peer] {
         state.withLockedValue { Self.available($0) }
