@@ -316,7 +316,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
         let retired = state.withLockedValue { state -> PeerConnection? in
-            guard state.running else { return connection }
+            guard state.running else {
+                connection.close(after: nil)
+                return nil
+            }
             if let key = connection.serviceKey, var service = state.services[key] {
                 service.dialing = false
                 service.attempt = 0
