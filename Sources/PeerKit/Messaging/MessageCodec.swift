@@ -34,10 +34,10 @@ enum MessageCodec {
         }
     }
 
-    /// Decodes a payload as `T`.
+    /// Decodes a payload as `T` (with ``PayloadDecoder``, which reads the bytes in place).
     static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: payload)
+            return try PayloadDecoder.decode(T.self, from: payload)
         } catch let error as DecodingError {
             throw PeerKitError.payloadDecodingFailed(type: peerMessageType(of: T.self), reason: describe(error))
         } catch {
