@@ -17,18 +17,14 @@ struct EncodedMessage: Sendable {
 
 /// Turns `Codable` values into payload JSON and back, with errors as ``PeerKitError``.
 enum MessageCodec {
-    /// Encodes `value` as the payload of a message of its wire key.
+    /// Encodes `value` (with ``PayloadEncoder``) as the payload of a message of its wire key.
     static func encode<T: Encodable>(_ value: T) throws -> EncodedMessage {
         let type = peerMessageType(of: T.self)
         guard !type.hasPrefix(EnvelopeType.reservedPrefix) else {
             throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .withoutEscapingSlashes
         do {
-            var buffer = ByteBuffer()
-            try encoder.encode(value, into: &buffer)
-            return EncodedMessage(type: type, payload: buffer)
+            return EncodedMessage(type: type, payload: try PayloadEncoder.encode(value))
         } catch {
             throw PeerKitError.encodingFailed(type: type, reason: "\(error)")
         }
