@@ -204,7 +204,7 @@ private struct JSONScanner {
         if peek() == UInt8(ascii: "\"") {
             let raw = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
             index += 1
-            guard let string = String(validating: raw, as: UTF8.self) else {
+            guard let string = UTF8Text.string(raw) else {
                 throw .malformedEnvelope("a string is not valid UTF-8")
             }
             return string
@@ -214,7 +214,7 @@ private struct JSONScanner {
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                guard let string = String(validating: decoded, as: UTF8.self) else {
+                guard let string = UTF8Text.string(decoded) else {
                     throw .malformedEnvelope("a string is not valid UTF-8")
                 }
                 return string

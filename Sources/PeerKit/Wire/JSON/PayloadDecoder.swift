@@ -145,7 +145,7 @@ struct JSONReader {
         var end = start
         while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\") { end += 1 }
         if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-            guard let string = String(validating: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self) else {
+            guard let string = UTF8Text.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
                 throw corrupted(path, "A string is not valid UTF-8.")
             }
             return string
@@ -157,7 +157,7 @@ struct JSONReader {
             cursor += 1
             switch byte {
             case UInt8(ascii: "\""):
-                guard let string = String(validating: scalars, as: UTF8.self) else { throw corrupted(path, "A string is not valid UTF-8.") }
+                guard let string = UTF8Text.string(scalars) else { throw corrupted(path, "A string is not valid UTF-8.") }
                 return string
             case UInt8(ascii: "\\"):
                 guard let escape = self.byte(at: cursor) else { throw corrupted(path, "A string ends inside an escape.") }
