@@ -31,6 +31,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -41,6 +43,13 @@ let package = Package(
                 "PeerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+
+        // The README's snippet, verbatim: it must compile as pasted (a test checks they match).
+        .executableTarget(
+            name: "readme-snippet",
+            dependencies: ["PeerKit"],
+            path: "Examples/ReadmeSnippet"
         ),
 
         // MARK: Listr example (uses PeerKit only as a library)

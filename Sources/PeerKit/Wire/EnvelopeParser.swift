@@ -1,0 +1,85 @@
+import NIOCore
+
+/// Reads an envelope from a frame body without building a JSON tree.
+///
+/// One pass with ``JSONReader`` checks that the body is a single JSON object, decodes the string
+/// values of `type`, `id` and `replyTo`, and records where the `payload` value starts and ends.
+/// Nested values are checked and skipped; the payload is decoded later, into the registered type,
+/// by the handler that wants it. Unknown keys are ignored.
+enum EnvelopeParser {
+    /// The deepest nesting accepted anywhere in an envelope.
+    static var maximumDepth: Int { JSONReader.maximumDepth }
+
+    private struct Fields {
+        var type: String?
+        var id: String?
+        var replyTo: String?
+        var payload: Range<Int>?
+    }
+
+    /// Parses `frame` (the body of one frame, without its length field).
+    static func parse(_ frame: ByteBuffer) throws(WireError) -> Envelope {
+        let result = frame.withUnsafeReadableBytes { bytes -> Result<Fields, JSONSyntaxError> in
+            do throws(JSONSyntaxError) {
+                return .success(try scan(JSONReader(bytes: bytes)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let fields: Fields
+        switch result {
+        case let .success(scanned): fields = scanned
+        case let .failure(error): throw .malformedEnvelope(error.reason)
+        }
+        guard let type = fields.type else { throw .malformedEnvelope("the envelope has no \"type\"") }
+        guard !type.isEmpty else { throw .malformedEnvelope("the envelope's \"type\" is empty") }
+        guard let range = fields.payload,
+              let payload = frame.getSlice(at: frame.readerIndex + range.lowerBound, length: range.count) else {
+            throw .malformedEnvelope("the envelope has no \"payload\"")
+        }
+        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, payload: payload)
+    }
+
+    private static func scan(_ reader: JSONReader) throws(JSONSyntaxError) -> Fields {
+        var index = reader.skipWhitespace(from: 0)
+        guard reader.byte(at: index) == UInt8(ascii: "{") else {
+            throw JSONSyntaxError(reason: index >= reader.bytes.count ? "the frame is empty" : "the envelope is not a JSON object")
+        }
+        var fields = Fields()
+        index = reader.skipWhitespace(from: index + 1)
+        if reader.byte(at: index) == UInt8(ascii: "}") {
+            index += 1
+        } else {
+            while true {
+                let nameStart = index
+                let valueStart = reader.skipWhitespace(from: try reader.skipMemberName(at: nameStart))
+                let nameEnd = try reader.stringEnd(at: nameStart)
+                let valueEnd = try reader.skipValue(at: valueStart)
+                func stringValue(_ name: String) throws(JSONSyntaxError) -> String {
+                    guard reader.byte(at: valueStart) == UInt8(ascii: "\"") else {
+                        throw JSONSyntaxError(reason: "the envelope's \"\(name)\" is not a string")
+                    }
+                    return try reader.string(at: valueStart)
+                }
+                if reader.nameMatches(at: nameStart, end: nameEnd, "type") {
+                    fields.type = try stringValue("type")
+                } else if reader.nameMatches(at: nameStart, end: nameEnd, "id") {
+                    fields.id = try stringValue("id")
+                } else if reader.nameMatches(at: nameStart, end: nameEnd, "replyTo") {
+                    fields.replyTo = try stringValue("replyTo")
+                } else if reader.nameMatches(at: nameStart, end: nameEnd, "payload") {
+                    fields.payload = valueStart..<valueEnd
+                }
+                index = reader.skipWhitespace(from: valueEnd)
+                guard let next = reader.byte(at: index) else { throw JSONSyntaxError(reason: "the envelope ends before its closing brace") }
+                guard next == UInt8(ascii: ",") || next == UInt8(ascii: "}") else { throw reader.unexpected(at: index, expecting: "',' or '}'") }
+                index = reader.skipWhitespace(from: index + 1)
+                if next == UInt8(ascii: "}") { break }
+            }
+        }
+        guard reader.skipWhitespace(from: index) == reader.bytes.count else {
+            throw JSONSyntaxError(reason: "there are bytes after the envelope object")
+        }
+        return fields
+    }
+}
