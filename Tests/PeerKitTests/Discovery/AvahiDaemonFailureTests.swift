@@ -1,98 +1,121 @@
 import Foundation
-import PeerKit
+import NIOCore
+import NIOPosix
 import Testing
 
 extension DiscoveryTests {
-    /// What AvahiDiscovery does when avahi-daemon is missing, appears later, or restarts.
+    /// What Avahi discovery does when avahi-daemon is missing, appears later, or restarts, seen
+    /// through `peerkit-node` processes.
     ///
     /// libdbus reads `DBUS_SYSTEM_BUS_ADDRESS` once per process, when it first connects, and Avahi
-    /// offers no other way to choose the bus. So each test runs its body in a child process
-    /// (Swift Testing's exit tests) and sets the variable there, before any D-Bus call: the shared
-    /// test process, and the shared daemon, are never touched.
+    /// offers no other way to choose the bus; so these tests run PeerKit in child processes whose
+    /// environment names a missing bus, or the bus of a private daemon the test starts, stops and
+    /// restarts. The shared test process and the shared daemon are never touched. (Swift Testing's
+    /// exit tests would be the in-process way, but their child inherits every descriptor of the
+    /// parent, NIO's sockets included, and so disturbs the connection tests running at the same time.)
     @Suite("Avahi when the daemon is missing or restarts")
     struct AvahiDaemonFailureTests {
-        @Test func anUnreachableDaemonIsReportedAtOnceWithWhatToDo() async {
-            await #expect(processExitsWith: .success) {
-                do { try await Self.unreachableDaemon() } catch { Issue.record(error) }
-            }
-        }
-
-        @Test func aDaemonThatAppearsLaterOrRestartsIsUsedAgainByItself() async {
-            await #expect(processExitsWith: .success) {
-                do { try await Self.daemonAppearsAndRestarts() } catch { Issue.record(error) }
-            }
-        }
-
-        // MARK: - Scenarios, run in the child process
-
-        private static func unreachableDaemon() async throws {
-            setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/peerkit-no-bus", 1)
+        @Test func anUnreachableDaemonIsReportedAtOnceWithWhatToDo() async throws {
             let type = AvahiTestSupport.randomServiceType()
-            let discovery = AvahiDiscovery()
-            let events = DiscoveryEventRecorder()
-            let started = ContinuousClock.now
-            discovery.start(AvahiTestSupport.request(serviceType: type, name: "Lonely", port: 40600), onEvent: events.onEvent)
-            let event = try await events.first("failed", timeout: .seconds(5)) { if case .failed = $0 { true } else { false } }
-            let elapsed = ContinuousClock.now - started
-            guard case let .failed(error) = event, case .discoveryUnavailable(type, _) = error else {
-                throw ChildFailure("expected discoveryUnavailable for \(type), got \(event)")
-            }
-            guard elapsed < .seconds(1) else { throw ChildFailure("the failure took \(elapsed) to arrive") }
-            let message = error.description
-            guard message.contains("avahi-daemon cannot be reached"), message.contains("Start avahi-daemon"),
-                  message.contains("static peers") else {
-                throw ChildFailure("the message does not say what happened and what to do: \(message)")
-            }
-            // It keeps trying, quietly: no second failure for the same outage, no crash, and stop() returns.
-            discovery.stop()
-            guard events.events.count == 1 else { throw ChildFailure("more than one event: \(events.events)") }
+            let node = try NodeProcess(arguments: ["--service-type", type, "--name", "lonely", "--listen-host", "127.0.0.1"],
+                                       environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/peerkit-no-bus"])
+            defer { node.terminate() }
+            let error = try await node.next("error", within: 10)
+            let message = try #require(error["message"] as? String)
+            #expect(message.contains("\"\(type)\" cannot be discovered"))
+            #expect(message.contains("avahi-daemon cannot be reached through the D-Bus system bus"))
+            #expect(message.contains("Start avahi-daemon"))
+            #expect(message.contains("static peers"))
+            // "t" is seconds since the node started: the error comes at once, not after a timeout.
+            let elapsed = try #require(error["t"] as? String)
+            let seconds = try #require(Double(elapsed))
+            #expect(seconds < 1, "the error took \(seconds) s")
+            // The node goes on running (discovery keeps retrying in the background) and quits cleanly.
+            node.command("quit")
+            _ = try await node.next("stopped")
         }
 
-        private static func daemonAppearsAndRestarts() async throws {
+        @Test func aDaemonThatAppearsLaterOrRestartsIsUsedAgainByItself() async throws {
             let daemon = try PrivateAvahiDaemon()
-            setenv("DBUS_SYSTEM_BUS_ADDRESS", daemon.busAddress, 1)
             let type = AvahiTestSupport.randomServiceType()
-            let discovery = AvahiDiscovery()
-            let events = DiscoveryEventRecorder()
-            discovery.start(AvahiTestSupport.request(serviceType: type, name: "Survivor", port: 40700), onEvent: events.onEvent)
-            defer { discovery.stop() }
+            let environment = ["DBUS_SYSTEM_BUS_ADDRESS": daemon.busAddress]
+            let arguments = ["--service-type", type, "--listen-host", "127.0.0.1"]
+            let survivor = try NodeProcess(arguments: arguments + ["--name", "survivor"], environment: environment)
+            defer { survivor.terminate() }
+            let port = try #require(try await survivor.next("started")["port"] as? String)
+            _ = try await survivor.next("error")  // No bus, no daemon yet.
 
-            // No bus, no daemon yet.
-            try await events.first("failed while absent", timeout: .seconds(5)) { if case .failed = $0 { true } else { false } }
-
-            // The daemon appears: discovery recovers, advertises and browses.
+            // The daemon appears: the node advertises and browses without being told.
             try await daemon.start()
-            try await events.first("recovered") { $0 == .recovered }
-            guard try await events.advertisedName() == "Survivor" else { throw ChildFailure("advertised under another name: \(events.events)") }
-            var foreign = try daemon.publish("Before Restart", type: "_\(type)._tcp", port: 40701)
-            _ = try await events.found(named: "Before Restart")
+            try await expectAdvertised(["survivor": port], on: daemon, type: type)
+            let second = try NodeProcess(arguments: arguments + ["--name", "second"], environment: environment)
+            defer { second.terminate() }
+            _ = try await survivor.next("peerConnected", ["peer.name": "second"])
 
-            // The daemon dies and comes back: a new client registers and browses again.
-            let mark = events.count
+            // The daemon dies: discovery reports it, and the TCP connection carries on meanwhile.
             daemon.stopDaemon()
-            foreign.terminate()
-            try await events.first("failed after the daemon died", after: mark) { if case .failed = $0 { true } else { false } }
+            _ = try await survivor.next("error")
+            second.command("broadcast during the outage")
+            _ = try await survivor.next("message", ["text": "during the outage"])
+
+            // It comes back: the node registers again and browses again, by itself.
             try await daemon.start()
-            try await events.first("recovered after restart", after: mark) { $0 == .recovered }
-            guard try await events.advertisedName(after: mark) == "Survivor" else { throw ChildFailure("not advertised again: \(events.events)") }
-            foreign = try daemon.publish("After Restart", type: "_\(type)._tcp", port: 40702)
+            try await expectAdvertised(["survivor": port], on: daemon, type: type)
+            let witness = try await DialWitness()
+            defer { witness.close() }
+            let foreign = try daemon.publish("foreign", type: "_\(type)._tcp", port: witness.port)
             defer { foreign.terminate() }
-            let after = try await events.found(named: "After Restart", after: mark)
-            guard after.endpoints.contains(PeerEndpoint(host: "127.0.0.1", port: 40702)) else { throw ChildFailure("wrong endpoints: \(after)") }
-            // The instance that did not come back is reported lost once the new browser listed everything.
-            try await events.first("lost Before Restart", after: mark) { $0 == .lost(key: "Before Restart") }
-            // And the restarted daemon really holds the advertisement.
-            let lines = try await daemon.browseResolved("_\(type)._tcp")
-            guard lines.contains(where: { $0.count > 8 && $0[3] == "Survivor" && $0[8] == "40700" }) else {
-                throw ChildFailure("avahi-browse on the restarted daemon does not show Survivor:40700: \(lines)")
+            try await witness.waitForDial()  // Only a browse after the restart can have found it.
+        }
+
+        /// Polls `avahi-browse` on `daemon` until every name is advertised with its port.
+        private func expectAdvertised(_ ports: [String: String], on daemon: PrivateAvahiDaemon, type: String) async throws {
+            let deadline = ContinuousClock.now + .seconds(20)
+            var lines: [[String]] = []
+            while ContinuousClock.now < deadline {
+                lines = try await daemon.browseResolved("_\(type)._tcp")
+                let advertised = Dictionary(lines.filter { $0.count > 8 }.map { ($0[3], $0[8]) }) { first, _ in first }
+                if ports.allSatisfy({ advertised[$0.key] == $0.value }) { return }
             }
+            Issue.record("avahi-browse on the private daemon does not show \(ports): \(lines)")
         }
     }
 }
 
-/// A failed check inside an exit test's child process; recorded as an issue there, which Swift
-/// Testing reports in the parent.
-struct ChildFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
+/// A TCP listener on loopback that tells when something dials it.
+final class DialWitness: Sendable {
+    let port: Int
+    private let channel: any Channel
+    private let dials: AsyncStream<Void>
+
+    init() async throws {
+        let (dials, continuation) = AsyncStream.makeStream(of: Void.self)
+        channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { child in
+                continuation.yield()
+                return child.close()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        port = channel.localAddress?.port ?? 0
+        self.dials = dials
+    }
+
+    /// Waits until the first dial, for at most `timeout`.
+    func waitForDial(timeout: Duration = .seconds(20)) async throws {
+        let dials = dials
+        let dialed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { await dials.first { _ in true } != nil }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return false
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? false
+        }
+        if !dialed { Issue.record("Nothing dialed 127.0.0.1:\(port) within \(timeout).") }
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
 }

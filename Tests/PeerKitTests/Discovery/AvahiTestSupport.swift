@@ -56,7 +56,7 @@ enum AvahiTestSupport {
 /// `wait` would hang); and `Process` takes the closing of a descriptor it shares with the child for
 /// the child's exit, so a daemon that closes inherited descriptors (avahi-daemon does) leaves it
 /// blocked in `waitpid`. Here the child starts with an empty mask and default handlers, its
-/// standard streams on /dev/null, and is reaped with `waitpid` on its own PID.
+/// standard streams on /dev/null and no other descriptor, and is reaped with `waitpid` on its own PID.
 final class ChildProcess {
     let pid: pid_t
     private var exited = false
@@ -81,6 +81,11 @@ final class ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else: NIO's sockets are not close-on-exec, and a child holding a test's
+        // listening socket would keep its port bound after the test closed it.
+        guard Self.addCloseFrom(&actions, 3) == 0 else {
+            throw SpawnFailed(description: "posix_spawn_file_actions_addclosefrom_np failed")
+        }
 
         let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
@@ -100,6 +105,15 @@ final class ChildProcess {
     struct SpawnFailed: Error, CustomStringConvertible {
         var description: String
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), which the Glibc module
+    /// does not export.
+    private static let addCloseFrom: @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, CInt) -> CInt = {
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
+            fatalError("glibc 2.34 or later is needed: posix_spawn_file_actions_addclosefrom_np is missing")
+        }
+        return unsafeBitCast(symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, CInt) -> CInt).self)
+    }()
 
     deinit {
         terminate()
