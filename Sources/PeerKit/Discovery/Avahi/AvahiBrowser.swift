@@ -38,10 +38,10 @@ final class AvahiBrowser {
         guard browser == nil else { return }
         browser = avahi_service_browser_new(
             client, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), type, "local", AvahiLookupFlags(0),
-            { _, interface, proto, event, name, _, domain, _, context in
-                guard let context else { return }
+            { browser, interface, proto, event, name, _, domain, _, context in
+                guard let browser, let context else { return }
                 Unmanaged<AvahiBrowser>.fromOpaque(context).takeUnretainedValue()
-                    .browserEvent(event, interface: interface, protocol: proto, name: name, domain: domain)
+                    .browserEvent(event, browser: browser, interface: interface, protocol: proto, name: name, domain: domain)
             },
             Unmanaged.passUnretained(self).toOpaque())
         if browser == nil {
@@ -59,11 +59,11 @@ final class AvahiBrowser {
 
     // MARK: - Callbacks
 
-    private func browserEvent(_ event: AvahiBrowserEvent, interface: AvahiIfIndex, protocol proto: AvahiProtocol,
+    private func browserEvent(_ event: AvahiBrowserEvent, browser: OpaquePointer, interface: AvahiIfIndex, protocol proto: AvahiProtocol,
                               name: UnsafePointer<CChar>?, domain: UnsafePointer<CChar>?) {
         switch event {
         case AVAHI_BROWSER_NEW:
-            guard let name, let client = browser.flatMap(avahi_service_browser_get_client) else { return }
+            guard let name, let client = avahi_service_browser_get_client(browser) else { return }
             let instance = String(cString: name)
             let key = ResolverKey(name: instance, location: Self.location(interface, proto))
             instances.appeared(instance, at: key.location)
@@ -89,8 +89,8 @@ final class AvahiBrowser {
         case AVAHI_BROWSER_ALL_FOR_NOW:
             instances.browserListedAll().forEach(emit)
         case AVAHI_BROWSER_FAILURE:
-            let client = browser.flatMap(avahi_service_browser_get_client)
-            reportFailure("browsing for \(type) failed (\(AvahiPublisher.message(client.map(avahi_client_errno) ?? 0)))")
+            let code = avahi_service_browser_get_client(browser).map(avahi_client_errno) ?? 0
+            reportFailure("browsing for \(type) failed (\(AvahiPublisher.message(code)))")
         default:
             break  // AVAHI_BROWSER_CACHE_EXHAUSTED
         }

@@ -53,20 +53,30 @@ public final class AvahiDiscovery: PeerDiscovery {
             onEvent(.failed(error))
             advertises = false
         }
-        session.withLock { session in
-            guard session == nil else {
-                logger.warning("AvahiDiscovery.start was called while it runs; the call is ignored")
-                return
-            }
-            guard let created = AvahiSession(request: request, advertises: advertises, logger: logger, onEvent: onEvent),
-                  created.start() else {
-                let reason = "Avahi's event loop thread could not be started"
-                logger.error("Avahi discovery cannot start", metadata: ["reason": "\(reason)"])
-                onEvent(.failed(.discoveryUnavailable(serviceType: request.serviceType, reason: reason)))
-                return
-            }
-            session = created
+        guard let created = AvahiSession(request: request, advertises: advertises, logger: logger, onEvent: onEvent) else {
+            fail("Avahi could not create its event loop", request: request, logger: logger, onEvent: onEvent)
+            return
         }
+        let isFirst = session.withLock { session in
+            guard session == nil else { return false }
+            session = created
+            return true
+        }
+        guard isFirst else {
+            logger.warning("AvahiDiscovery.start was called while it runs; the call is ignored")
+            return
+        }
+        // Events may flow from here on; none is delivered while `session`'s lock is held, so the
+        // event closure may call stop().
+        if !created.start() {
+            stop()
+            fail("Avahi's event loop thread could not be started", request: request, logger: logger, onEvent: onEvent)
+        }
+    }
+
+    private func fail(_ reason: String, request: DiscoveryRequest, logger: Logger, onEvent: @Sendable (DiscoveryEvent) -> Void) {
+        logger.error("Avahi discovery cannot start", metadata: ["reason": "\(reason)"])
+        onEvent(.failed(.discoveryUnavailable(serviceType: request.serviceType, reason: reason)))
     }
 
     /// Stops advertising and browsing and frees every Avahi resource. No event is delivered after

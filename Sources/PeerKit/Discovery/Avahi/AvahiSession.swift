@@ -55,7 +55,11 @@ final class AvahiSession: @unchecked Sendable {
     }
 
     /// Starts the poll thread and, on it, the first client. Returns false when the thread cannot start.
+    /// Does nothing after ``stop()``, even when the two race.
     func start() -> Bool {
+        avahi_threaded_poll_lock(threadedPoll)
+        defer { avahi_threaded_poll_unlock(threadedPoll) }
+        guard !isStopped, connectTimer == nil else { return true }
         connectTimer = peerkit_avahi_timeout_new(poll, 0, { _, context in
             guard let context else { return }
             Unmanaged<AvahiSession>.fromOpaque(context).takeUnretainedValue().connectTimerFired()
