@@ -22,6 +22,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var remote: Hello?
         var peer: Peer?
         var retired = false
+        var isWritable = true
+        var writabilityWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -76,6 +78,31 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Returns once the channel can take more data (at once when it can), so that a fast sender
+    /// does not queue without bound; returns too when the connection closes.
+    func waitUntilWritable() async {
+        guard !state.withLockedValue({ $0.isWritable }) else { return }
+        await withCheckedContinuation { continuation in
+            let waiting = state.withLockedValue { state -> Bool in
+                guard !state.isWritable else { return false }
+                state.writabilityWaiters.append(continuation)
+                return true
+            }
+            if !waiting { continuation.resume() }
+        }
+    }
+
+    /// Called by the handler when the channel's writability changes, and with `true` when it closes.
+    func writabilityChanged(isWritable: Bool) {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.isWritable = isWritable
+            guard isWritable else { return [] }
+            defer { state.writabilityWaiters = [] }
+            return state.writabilityWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
     /// Writes every queued frame and flushes once. Runs on the event loop.
     private func drain() {
         let frames = state.withLockedValue { state -> [ByteBuffer] in
@@ -102,14 +129,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Sends what is queued, then `lastFrame`, then closes.
-    func close(after lastFrame: ByteBuffer?) {
+    /// Sends what is queued, then `lastFrame`, then closes; closes anyway after `timeout` when the
+    /// peer does not read what is sent.
+    func close(after lastFrame: ByteBuffer?, timeout: TimeAmount = .seconds(1)) {
         channel.eventLoop.execute {
             self.drain()
             guard self.channel.isActive else { return }
             if let lastFrame {
-                self.channel.writeAndFlush(lastFrame).whenComplete { _ in
-                    self.channel.close(promise: nil)
+                let channel = self.channel
+                let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                channel.writeAndFlush(lastFrame).whenComplete { _ in
+                    deadline.cancel()
+                    channel.close(promise: nil)
                 }
             } else {
                 self.channel.close(promise: nil)
