@@ -269,6 +269,9 @@ def main() -> int:
                 print(f"scenario {name}: FAIL with an error in the runner:\n{traceback.format_exc()}", flush=True)
             finally:
                 scenarios.cleanup()
+    except (KeyboardInterrupt, SystemExit):
+        print("LAN scenarios: interrupted; stopping every process started", flush=True)
+        raise
     finally:
         scenarios.cleanup()
         shutil.rmtree(log_dir, ignore_errors=True)
