@@ -1,0 +1,77 @@
+import Foundation
+import PeerKit
+
+/// Why a `listrctl` command failed, as a sentence and an exit status.
+enum ListrCtlError: Error, CustomStringConvertible {
+    /// No daemon answered within the timeout.
+    case noDaemon(serviceType: String, timeout: Duration, addresses: [PeerEndpoint])
+    /// No daemon of this name answered within the timeout; `available` are the names that did.
+    case noDaemonNamed(String, serviceType: String, timeout: Duration, available: [String])
+    /// Several daemons answered and `--peer` did not say which one to use.
+    case severalDaemons(serviceType: String, names: [String])
+    /// PeerKit could not start, reach the daemon, or get its answer.
+    case peerKit(PeerKitError)
+    /// The daemon refused the command; the text is its sentence.
+    case refused(String)
+    /// The daemon answered with something this command cannot use.
+    case unexpectedAnswer(String)
+    /// The input file could not be read.
+    case cannotRead(path: String, reason: String)
+    /// The output file could not be written.
+    case cannotWrite(path: String, reason: String)
+
+    var description: String {
+        switch self {
+        case let .noDaemon(serviceType, timeout, addresses) where !addresses.isEmpty:
+            return "No listrd of service type \"\(serviceType)\" answered at \(addresses.map(\.description).joined(separator: ", ")) within \(Self.seconds(timeout)). Check that listrd is running and listens there (its log says on which port)."
+        case let .noDaemon(serviceType, timeout, _):
+            return "No listrd of service type \"\(serviceType)\" was found within \(Self.seconds(timeout)). Check that listrd is running (with --service-type \(serviceType)) and that avahi-daemon is running: \"avahi-browse -rt _\(serviceType)._tcp\" should list it."
+        case let .noDaemonNamed(name, serviceType, timeout, available):
+            let found = available.isEmpty
+                ? "none was found; check that listrd is running and that avahi-daemon is running"
+                : "the ones found are \(Self.list(available)); pass one of them to --peer"
+            return "No listrd named \"\(name)\" of service type \"\(serviceType)\" answered within \(Self.seconds(timeout)): \(found)."
+        case let .severalDaemons(serviceType, names):
+            return "Several listrd of service type \"\(serviceType)\" are running: \(Self.list(names)). Choose one with --peer NAME."
+        case let .peerKit(error):
+            return error.description
+        case let .refused(reason):
+            return reason
+        case let .unexpectedAnswer(what):
+            return "listrd answered with \(what), which this command does not expect. Check that listrd and listrctl are the same version."
+        case let .cannotRead(path, reason):
+            return "The file \(path) cannot be read: \(reason). Nothing was sent."
+        case let .cannotWrite(path, reason):
+            return "The dump could not be written to \(path): \(reason). Check the folder and its permissions."
+        }
+    }
+
+    /// The exit status (see `listrctl --help`).
+    var exitCode: Int32 {
+        switch self {
+        case .refused: 1
+        case .cannotRead: 66
+        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer: 69
+        case .cannotWrite: 73
+        }
+    }
+
+    /// A file error as a short reason, e.g. "No such file or directory".
+    static func describe(_ error: any Error) -> String {
+        if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
+           underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return error.localizedDescription
+    }
+
+    private static func list(_ names: [String]) -> String {
+        names.map { "\"\($0)\"" }.joined(separator: ", ")
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let (whole, atto) = duration.components
+        let value = Double(whole) + Double(atto) / 1e18
+        return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+}
