@@ -31,12 +31,9 @@ struct ListrClient {
             try await transceiver.start()
             let daemon = try await findDaemon(on: transceiver, options: options)
             return ListrClient(options: options, output: Output(json: options.json), transceiver: transceiver, daemon: daemon)
-        } catch let error as ListrCtlError {
-            transceiver.stop()
-            throw error
         } catch {
             transceiver.stop()
-            throw .peerKit(error as? PeerKitError ?? .discoveryUnavailable(serviceType: options.serviceType, reason: "\(error)"))
+            throw ListrCtlError(error)
         }
     }
 
@@ -110,10 +107,8 @@ struct ListrClient {
     private func send(_ command: some Encodable & Sendable) async throws(ListrCtlError) -> CLIResponse {
         do {
             return try await transceiver.request(command, to: daemon, expecting: CLIResponse.self, timeout: options.timeoutDuration)
-        } catch let error as PeerKitError {
-            throw .peerKit(error)
         } catch {
-            throw .peerKit(.remoteError(reason: "\(error)", peer: daemon.description))
+            throw ListrCtlError(error)
         }
     }
 }

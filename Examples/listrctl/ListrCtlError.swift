@@ -19,6 +19,17 @@ enum ListrCtlError: Error, CustomStringConvertible {
     case cannotRead(path: String, reason: String)
     /// The output file could not be written.
     case cannotWrite(path: String, reason: String)
+    /// The command was cancelled before it was done.
+    case cancelled
+
+    /// Wraps an error thrown while talking to the daemon.
+    init(_ error: any Error) {
+        switch error {
+        case let error as ListrCtlError: self = error
+        case let error as PeerKitError: self = .peerKit(error)
+        default: self = .cancelled  // PeerKit throws only PeerKitError; the rest is CancellationError
+        }
+    }
 
     var description: String {
         switch self {
@@ -43,6 +54,8 @@ enum ListrCtlError: Error, CustomStringConvertible {
             return "The file \(path) cannot be read: \(reason). Nothing was sent."
         case let .cannotWrite(path, reason):
             return "The dump could not be written to \(path): \(reason). Check the folder and its permissions."
+        case .cancelled:
+            return "listrctl was interrupted before it was done; if the command had been sent, run \"listrctl item list\" to see whether listrd applied it."
         }
     }
 
@@ -51,7 +64,7 @@ enum ListrCtlError: Error, CustomStringConvertible {
         switch self {
         case .refused: 1
         case .cannotRead: 66
-        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer: 69
+        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled: 69
         case .cannotWrite: 73
         }
     }
