@@ -60,8 +60,6 @@ final class TestProcess: Sendable {
         process.standardError = stderr
 
         let child = TestProcess(name: name)
-        stdout.fileHandleForReading.readabilityHandler = { child.collect($0, \.stdout) }
-        stderr.fileHandleForReading.readabilityHandler = { child.collect($0, \.stderr) }
         process.terminationHandler = { process in
             let exit: Exit = process.terminationReason == .uncaughtSignal
                 ? .signal(process.terminationStatus)
@@ -71,17 +69,24 @@ final class TestProcess: Sendable {
         try process.run()
         let pid = process.processIdentifier
         child.state.withLock { $0.pid = pid }
+        child.read(stdout.fileHandleForReading, into: \.stdout)
+        child.read(stderr.fileHandleForReading, into: \.stderr)
         return child
     }
 
-    private func collect(_ handle: FileHandle, _ stream: WritableKeyPath<State, Data> & Sendable) {
-        let data = handle.availableData
-        if data.isEmpty {
-            handle.readabilityHandler = nil
+    /// Reads `handle` to its end on a thread of its own. (Not `readabilityHandler`: on Linux its
+    /// dispatch sources can miss the end of a stream or crash when reset from the handler.)
+    private func read(_ handle: FileHandle, into stream: WritableKeyPath<State, Data> & Sendable) {
+        let thread = Thread { [self] in
+            while true {
+                let data = handle.availableData  // blocks until data or the end of the stream
+                if data.isEmpty { break }
+                state.withLock { $0[keyPath: stream].append(data) }
+            }
             state.withLock { $0.openStreams -= 1 }
-        } else {
-            state.withLock { $0[keyPath: stream].append(data) }
         }
+        thread.name = "\(name) output"
+        thread.start()
     }
 
     /// Everything written to standard output so far.
@@ -122,7 +127,8 @@ final class TestProcess: Sendable {
             if let exit { return Result(exit: exit, stdout: stdout, stderr: stderr) }
             if ContinuousClock.now > deadline {
                 send(SIGKILL)
-                throw TestFailure("\(name) did not end within \(timeout) and was killed. stderr:\n\(stderr)")
+                let (exit, open) = state.withLock { ($0.exit, $0.openStreams) }
+                throw TestFailure("\(name) did not end within \(timeout) and was killed (it had \(exit.map { "ended with \($0)" } ?? "not ended"), \(open) output stream(s) open). stderr:\n\(stderr)")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
