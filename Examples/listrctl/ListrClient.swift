@@ -52,6 +52,9 @@ struct ListrClient {
         } catch PeerKitError.noPeerFound {
             throw ListrCtlError.noDaemon(serviceType: options.serviceType, timeout: timeout, addresses: options.endpoints)
         }
+        if options.endpoints.count == 1 {
+            return first  // one address given: there is nothing else to notice
+        }
         try await Task.sleep(for: otherDaemonsGracePeriod)
         let daemons = names(of: transceiver.availablePeers + [first])
         guard daemons.count == 1 else {
