@@ -196,29 +196,4 @@ struct ListrEndToEndTests {
         #expect(unknown.stderr.contains("No listrd named \"Attic\""), "\(unknown)")
         #expect(unknown.stderr.contains("\"Garage\", \"Kitchen\""), "\(unknown)")
     }
-
-    @Test("--connect HOST:PORT reaches listrd without discovery")
-    func staticAddress() async throws {
-        let world = try ListrFixture()
-        let (_, port) = try await world.startDaemon()
-        let result = try await world.ctl("item", "add", "Milk", "--connect", "127.0.0.1:\(port)")
-        #expect(result.exit == .status(0), "\(result)")
-        #expect(try await world.ctl("item", "list").stdout == "[ ] Milk\n")
-    }
-
-    @Test("a store file that is not a store stops listrd at start-up, named, and untouched")
-    func foreignStoreFile() async throws {
-        let world = try ListrFixture()
-        let path = world.path("store.json")
-        try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: path))
-        let daemon = try TestProcess.launch(
-            try ListrBinaries.url("listrd"),
-            ["--service-type", world.serviceType, "--store", path, "--listen-host", "127.0.0.1"],
-            name: "listrd"
-        )
-        let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
-        #expect(result.exit == .status(1), "\(result)")
-        #expect(result.stderr.contains("The file \(path) is not a Listr store"), "\(result)")
-        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("my notes\n".utf8))
-    }
 }

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `listrd` and `listrctl` where discovery plays no part: start-up checks, and dialling
+/// an address given with `--connect`. These run without an avahi-daemon.
+@Suite("listrd and listrctl without discovery")
+struct ListrWithoutDiscoveryTests {
+    @Test("--connect HOST:PORT reaches listrd without discovery")
+    func staticAddress() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon()
+        let address = "127.0.0.1:\(port)"
+        let result = try await world.ctl("item", "add", "Milk", "--connect", address)
+        #expect(result.exit == .status(0), "\(result)")
+        #expect(result.stdout == "Added \"Milk\" as item 1.\n")
+        #expect(try await world.ctl("item", "list", "--connect", address).stdout == "[ ] Milk\n")
+
+        let nobody = try await world.ctl(["item", "list", "--connect", "127.0.0.1:1"], timeout: "1")
+        #expect(nobody.exit == .status(69), "\(nobody)")
+        #expect(nobody.stderr.contains("answered at 127.0.0.1:1 within 1 s"), "\(nobody)")
+    }
+
+    @Test("a store file that is not a store stops listrd at start-up, named, and untouched")
+    func foreignStoreFile() async throws {
+        let world = try ListrFixture()
+        let path = world.path("store.json")
+        try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: path))
+        let daemon = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", path, "--listen-host", "127.0.0.1"],
+            name: "listrd"
+        )
+        let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.stderr.contains("The file \(path) is not a Listr store"), "\(result)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("my notes\n".utf8))
+    }
+
+    @Test("a second listrd on the same store refuses to start, and the first keeps serving")
+    func storeInUse() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon(name: "First")
+        let second = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", world.path("store.json"), "--listen-host", "127.0.0.1"],
+            name: "second listrd"
+        )
+        let result = try await second.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.stderr.contains("The store file \(world.path("store.json")) is in use by another listrd."), "\(result)")
+        let added = try await world.ctl("item", "add", "Milk", "--connect", "127.0.0.1:\(port)")
+        #expect(added.exit == .status(0), "\(added)")
+    }
+
+    @Test("SIGINT stops listrd gracefully with status 0")
+    func sigint() async throws {
+        let world = try ListrFixture()
+        let (daemon, _) = try await world.startDaemon()
+        daemon.send(SIGINT)
+        let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(0), "\(result)")
+        #expect(result.stderr.contains("stopped"), "\(result)")
+    }
+}
