@@ -11,9 +11,13 @@ struct ListrClient {
     private let transceiver: PeerTransceiver
     private let daemon: Peer
 
-    /// How long to keep listening after the first daemon is found, so that other daemons already
-    /// advertised are noticed too: avahi-daemon answers a browse from its cache, so every
-    /// daemon it knows arrives within a few milliseconds of the first.
+    /// How long to wait, after the first daemon is connected, for other daemons to connect too.
+    ///
+    /// avahi-daemon answers a browse from its cache, so every daemon it knows is reported within
+    /// milliseconds of the first, and PeerKit dials each at once; on a local network a connection
+    /// and its handshake take a few milliseconds more. Only daemons that connect count: an
+    /// advertisement that outlives its daemon (mDNS keeps a withdrawn record for a second) is
+    /// not a candidate.
     static let otherDaemonsGracePeriod: Duration = .milliseconds(250)
 
     /// Starts a transceiver that only dials, and waits for the daemon to use: the one named by
@@ -56,16 +60,16 @@ struct ListrClient {
             return first  // one address given: there is nothing else to notice
         }
         try await Task.sleep(for: otherDaemonsGracePeriod)
-        let daemons = names(of: transceiver.availablePeers + [first])
+        let daemons = Set(transceiver.connectedPeers + [first])
         guard daemons.count == 1 else {
-            throw ListrCtlError.severalDaemons(serviceType: options.serviceType, names: daemons)
+            throw ListrCtlError.severalDaemons(serviceType: options.serviceType, names: daemons.map(\.name).sorted())
         }
         return first
     }
 
-    /// The names of distinct peers, sorted.
+    /// The distinct names of `peers`, sorted.
     private static func names(of peers: [Peer]) -> [String] {
-        Set(peers).map(\.name).sorted()
+        Set(peers.map(\.name)).sorted()
     }
 
     /// Says bye to the daemon and stops.

@@ -16,7 +16,8 @@ struct ListrWithoutDiscoveryTests {
         let result = try await world.ctl("item", "add", "Milk", "--connect", address)
         #expect(result.exit == .status(0), "\(result)")
         #expect(result.stdout == "Added \"Milk\" as item 1.\n")
-        #expect(try await world.ctl("item", "list", "--connect", address).stdout == "[ ] Milk\n")
+        let list = try await world.ctl("item", "list", "--connect", address)
+        #expect(list.stdout == "[ ] Milk\n", "\(list)")
 
         let nobody = try await world.ctl(["item", "list", "--connect", "127.0.0.1:1"], timeout: "1")
         #expect(nobody.exit == .status(69), "\(nobody)")
