@@ -11,15 +11,6 @@ struct ListrClient {
     private let transceiver: PeerTransceiver
     private let daemon: Peer
 
-    /// How long to wait, after the first daemon is connected, for other daemons to connect too.
-    ///
-    /// avahi-daemon answers a browse from its cache, so every daemon it knows is reported within
-    /// milliseconds of the first, and PeerKit dials each at once; on a local network a connection
-    /// and its handshake take a few milliseconds more. Only daemons that connect count: an
-    /// advertisement that outlives its daemon (mDNS keeps a withdrawn record for a second) is
-    /// not a candidate.
-    static let otherDaemonsGracePeriod: Duration = .milliseconds(250)
-
     /// Starts a transceiver that only dials, and waits for the daemon to use: the one named by
     /// `--peer`, or the only one there is.
     static func connect(_ options: ClientOptions) async throws(ListrCtlError) -> ListrClient {
@@ -39,37 +30,6 @@ struct ListrClient {
             transceiver.stop()
             throw ListrCtlError(error)
         }
-    }
-
-    private static func findDaemon(on transceiver: PeerTransceiver, options: ClientOptions) async throws -> Peer {
-        let timeout = options.timeoutDuration
-        if let name = options.peer {
-            do {
-                return try await transceiver.waitForPeer(timeout: timeout) { $0.name == name }
-            } catch PeerKitError.noPeerFound {
-                throw ListrCtlError.noDaemonNamed(name, serviceType: options.serviceType, timeout: timeout, available: names(of: transceiver.availablePeers))
-            }
-        }
-        let first: Peer
-        do {
-            first = try await transceiver.waitForPeer(timeout: timeout)
-        } catch PeerKitError.noPeerFound {
-            throw ListrCtlError.noDaemon(serviceType: options.serviceType, timeout: timeout, addresses: options.endpoints)
-        }
-        if options.endpoints.count == 1 {
-            return first  // one address given: there is nothing else to notice
-        }
-        try await Task.sleep(for: otherDaemonsGracePeriod)
-        let daemons = Set(transceiver.connectedPeers + [first])
-        guard daemons.count == 1 else {
-            throw ListrCtlError.severalDaemons(serviceType: options.serviceType, names: daemons.map(\.name).sorted())
-        }
-        return first
-    }
-
-    /// The distinct names of `peers`, sorted.
-    private static func names(of peers: [Peer]) -> [String] {
-        Set(peers.map(\.name)).sorted()
     }
 
     /// Says bye to the daemon and stops.
