@@ -61,16 +61,16 @@ struct ClientOptions: ParsableArguments {
     func run(_ body: (ListrClient) async throws(ListrCtlError) -> Void) async throws {
         do throws(ListrCtlError) {
             let client = try await ListrClient.connect(self)
-            do {
-                try await body(client)
-            } catch {
-                await client.disconnect()
-                throw error
-            }
-            await client.disconnect()
+            defer { client.disconnect() }
+            try await body(client)
         } catch {
-            Output(json: json).report(error)
-            throw ExitCode(error.exitCode)
+            throw fail(error)
         }
+    }
+
+    /// Prints `error` to standard error and returns the exit status to end the command with.
+    func fail(_ error: ListrCtlError) -> ExitCode {
+        Output(json: json).report(error)
+        return ExitCode(error.exitCode)
     }
 }

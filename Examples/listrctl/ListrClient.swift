@@ -33,7 +33,7 @@ struct ListrClient {
     }
 
     /// Says bye to the daemon and stops.
-    func disconnect() async {
+    func disconnect() {
         transceiver.stop()
     }
 

@@ -35,7 +35,7 @@ extension ListrCtl.Store {
                 do {
                     try data.write(to: URL(fileURLWithPath: path), options: .atomic)
                 } catch {
-                    throw .cannotWrite(path: path, reason: ListrCtlError.describe(error))
+                    throw .cannotWrite(path: path, reason: ListrError.reason(forFileError: error))
                 }
                 client.print(message: "Wrote the list (\(data.count) bytes) to \(path).")
             }
@@ -58,15 +58,16 @@ extension ListrCtl.Store {
         var path: String
 
         func run() async throws {
+            // Read first: a file that cannot be read needs no daemon.
+            let data: Data
+            do {
+                data = path == "-"
+                    ? FileHandle.standardInput.readDataToEndOfFile()
+                    : try Data(contentsOf: URL(fileURLWithPath: path))
+            } catch {
+                throw options.fail(.cannotRead(path: path, reason: ListrError.reason(forFileError: error)))
+            }
             try await options.run { client throws(ListrCtlError) in
-                let data: Data
-                do {
-                    data = path == "-"
-                        ? FileHandle.standardInput.readDataToEndOfFile()
-                        : try Data(contentsOf: URL(fileURLWithPath: path))
-                } catch {
-                    throw .cannotRead(path: path, reason: ListrCtlError.describe(error))
-                }
                 client.print(message: try await client.message(for: ReplaceDatabaseCommand(data: data)))
             }
         }

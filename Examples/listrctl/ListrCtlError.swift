@@ -69,15 +69,6 @@ enum ListrCtlError: Error, CustomStringConvertible {
         }
     }
 
-    /// A file error as a short reason, e.g. "No such file or directory".
-    static func describe(_ error: any Error) -> String {
-        if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
-           underlying.domain == NSPOSIXErrorDomain {
-            return String(cString: strerror(Int32(underlying.code)))
-        }
-        return error.localizedDescription
-    }
-
     private static func list(_ names: [String]) -> String {
         names.map { "\"\($0)\"" }.joined(separator: ", ")
     }

@@ -57,7 +57,7 @@ public struct StoreFile: ItemPersistence {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw .storeUnreadable(path: path, reason: "its folder \(directory) cannot be created (\(Self.describe(error)))")
+            throw .storeUnreadable(path: path, reason: "its folder \(directory) cannot be created (\(ListrError.reason(forFileError: error)))")
         }
     }
 
@@ -68,7 +68,7 @@ public struct StoreFile: ItemPersistence {
         } catch CocoaError.fileReadNoSuchFile {
             return []
         } catch {
-            throw .storeUnreadable(path: path, reason: Self.describe(error))
+            throw .storeUnreadable(path: path, reason: ListrError.reason(forFileError: error))
         }
         return try Self.decode(data, path: path)
     }
@@ -105,14 +105,5 @@ public struct StoreFile: ItemPersistence {
             throw .notAStore(path: path, reason: "it is version \(document.version) and this listrd reads version \(version)")
         }
         return document.items
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError,
-           underlying.domain == NSPOSIXErrorDomain,
-           let code = POSIXErrorCode(rawValue: Int32(underlying.code)) {
-            return String(cString: strerror(code.rawValue))
-        }
-        return error.localizedDescription
     }
 }

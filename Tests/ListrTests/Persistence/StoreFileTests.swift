@@ -69,4 +69,20 @@ struct StoreFileTests {
         #expect(StoreFile.defaultPath(environment: ["HOME": "/home/a"]) == "/home/a/.local/share/listr/store.json")
         #expect(StoreFile.defaultPath(environment: ["XDG_DATA_HOME": "relative", "HOME": "/home/a"]) == "/home/a/.local/share/listr/store.json")
     }
+
+    @Test("file errors read as short clauses")
+    func fileErrorReasons() throws {
+        defer { remove() }
+        #expect(throws: (any Error).self) { try Data(contentsOf: URL(fileURLWithPath: folder + "/none")) }
+        do {
+            _ = try Data(contentsOf: URL(fileURLWithPath: folder + "/none"))
+        } catch {
+            #expect(ListrError.reason(forFileError: error) == "no such file")
+        }
+        do {
+            _ = try Data(contentsOf: URL(fileURLWithPath: folder))
+        } catch {
+            #expect(ListrError.reason(forFileError: error) == "it is a folder")
+        }
+    }
 }
