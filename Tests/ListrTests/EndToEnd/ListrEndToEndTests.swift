@@ -39,6 +39,11 @@ struct ListrEndToEndTests {
         #expect(result.exit == .status(0), "\(result)")
         #expect(result.stdout == "Removed item 1, \"Milk\".\n")
 
+        result = try await world.ctl("item", "add", "Eggs", "--json")
+        #expect(result.exit == .status(0), "\(result)")
+        #expect(result.stdout == "{\"message\":\"Added \\\"Eggs\\\" as item 3.\"}\n")
+        _ = try await world.ctl("item", "remove", "3")
+
         result = try await world.ctl("item", "list", "--json")
         #expect(result.exit == .status(0), "\(result)")
         let listed = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: [[String: Any]]]
@@ -79,6 +84,9 @@ struct ListrEndToEndTests {
         let dumped = try await world.ctl("store", "dump", dump)
         #expect(dumped.exit == .status(0), "\(dumped)")
         let data = try Data(contentsOf: URL(fileURLWithPath: dump))
+        let toStdout = try await world.ctl("store", "dump", "-")
+        #expect(toStdout.exit == .status(0), "\(toStdout)")
+        #expect(Data(toStdout.stdout.utf8) == data)
         #expect(String(decoding: data, as: UTF8.self).hasPrefix("<?xml"))
         var format = PropertyListSerialization.PropertyListFormat.binary
         let root = try PropertyListSerialization.propertyList(from: data, options: [], format: &format) as? [[String: Any]]
