@@ -49,6 +49,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private struct State {
         var running = false
+        /// The hello sent on new connections; its name follows the advertised instance name.
+        var localHello: Hello
         var server: (any Channel)?
         var connections: [ObjectIdentifier: PeerConnection] = [:]
         var peers: [String: PeerRecord] = [:]
@@ -59,11 +61,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private let group: any EventLoopGroup
     private let timerLoop: any EventLoop
     private let logger: Logger
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let delegateBox = NIOLockedValueBox<(any ConnectionManagerDelegate)?>(nil)
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
+        self.state = NIOLockedValueBox(State(localHello: configuration.localHello))
         self.group = group
         self.timerLoop = group.next()
         self.logger = logger
@@ -187,7 +190,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         case .recovered:
             logger.info("Discovery works again.")
         case let .advertised(name):
+            // After a name collision the instance is renamed; peers should see the name they can find.
             logger.info("Advertised as \"\(name)\".")
+            state.withLockedValue { $0.localHello.name = name }
         }
     }
 
@@ -295,7 +300,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private func configurePipeline(_ channel: any Channel, direction: TieBreak.Direction, serviceKey: String?) throws {
         let stateMachine = ConnectionStateMachine.Configuration(
-            localHello: configuration.localHello,
+            localHello: state.withLockedValue { $0.localHello },
             heartbeatInterval: configuration.heartbeatInterval,
             peerTimeout: configuration.peerTimeout,
             handshakeTimeout: configuration.handshakeTimeout

@@ -270,4 +270,21 @@ struct TransceiverConnectionTests {
         let next = try await nextEvent(events, "the marker") { if case .peerAdded = $0 { return true } else { return false } }
         #expect(next == .peerAdded(Peer(id: "m", name: "Marker", isConnected: false)))
     }
+
+    @Test("after discovery renames the advertisement (a name collision), peers see the new name")
+    func renamedAdvertisement() async throws {
+        let serviceType = randomServiceType()
+        let discovery = ManualDiscovery()
+        let renamed = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "Kitchen", discovery: discovery))
+        try await renamed.start()
+        defer { renamed.stop() }
+        discovery.inject(.advertised(name: "Kitchen #2"))
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "ctl", peers: [try endpoint(of: renamed)])
+        configuration.advertises = false
+        let client = PeerTransceiver(configuration: configuration)
+        try await client.start()
+        defer { client.stop() }
+        let peer = try await client.waitForPeer(timeout: .seconds(20))
+        #expect(peer.name == "Kitchen #2")
+    }
 }

@@ -1,0 +1,29 @@
+import NIOCore
+
+/// Decodes `Decodable` values straight from payload JSON bytes, without building a tree.
+///
+/// Foundation's `JSONDecoder` parses the whole document into its own representation first; for the
+/// small payloads that dominate peer messaging that costs more than the decoding itself. This
+/// decoder checks the payload's syntax once with ``JSONReader`` and then reads values where they
+/// lie: a keyed container indexes its object's member names once (as byte ranges, no strings
+/// made), and each value is parsed when asked for. It follows `JSONDecoder`'s defaults: `Data` as
+/// Base64, `Date` as seconds since 2001 (`deferredToDate`), `URL` as a string, `Decimal` as a
+/// number, the first of repeated keys; unlike `JSONDecoder` it refuses trailing commas (RFC 8259).
+enum PayloadDecoder {
+    /// Decodes a `T` from `payload`.
+    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
+        try payload.withUnsafeReadableBytes { bytes in
+            let reader = JSONReader(bytes: bytes)
+            let start = reader.skipWhitespace(from: 0)
+            do throws(JSONSyntaxError) {
+                let end = try reader.skipValue(at: start)
+                guard reader.skipWhitespace(from: end) == bytes.count else {
+                    throw JSONSyntaxError(reason: "there are bytes after the payload's JSON value")
+                }
+            } catch {
+                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: error.reason))
+            }
+            return try JSONValueDecoder(reader: reader, offset: start, codingPath: []).decodeValue(T.self)
+        }
+    }
+}
