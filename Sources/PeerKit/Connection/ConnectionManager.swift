@@ -111,8 +111,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     /// Says bye to every connected peer, closes every connection and the listener, and reports
-    /// every peer disconnected and removed. Idempotent.
-    func stop() {
+    /// every peer disconnected and removed. Idempotent. Returns futures that complete when the
+    /// connections and the listener are closed.
+    @discardableResult
+    func stop() -> [EventLoopFuture<Void>] {
         let (connections, server) = state.withLockedValue { state -> ([PeerConnection], (any Channel)?) in
             guard state.running else { return ([], nil) }
             state.running = false
@@ -138,6 +140,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             connection.close(after: connection.remote != nil ? bye : nil)
         }
         server?.close(promise: nil)
+        return connections.map(\.channel.closeFuture) + (server.map { [$0.closeFuture] } ?? [])
     }
 
     // MARK: Queries
@@ -202,7 +205,13 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
             record.service = service
-            if let peerID = service.peerID { record.peerID = peerID }
+            if let peerID = service.peerID {
+                if let previous = record.peerID, previous != peerID {
+                    // The same instance name now belongs to another peer (a restarted process).
+                    forget(serviceKey: service.key, of: previous, state: &state)
+                }
+                record.peerID = peerID
+            }
             state.services[service.key] = record
             guard let peerID = record.peerID else { return !record.dialing }
             // A peer known from its TXT record is available before it is connected.
@@ -224,15 +233,22 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         state.withLockedValue { state in
             guard let record = state.services.removeValue(forKey: key) else { return }
             record.retry?.cancel()
-            guard let peerID = record.peerID, var peer = state.peers[peerID] else { return }
-            peer.serviceKeys.remove(key)
-            if peer.isAvailable {
-                state.peers[peerID] = peer
-            } else {
-                state.peers[peerID] = nil
-                emit(.peerRemoved(peer.snapshot))
-                emit(.availablePeersChanged(Self.available(state)))
+            if let peerID = record.peerID {
+                forget(serviceKey: key, of: peerID, state: &state)
             }
+        }
+    }
+
+    /// The service `key` no longer leads to `peerID`; the peer is removed when nothing else keeps it available.
+    private func forget(serviceKey key: String, of peerID: String, state: inout State) {
+        guard var peer = state.peers[peerID] else { return }
+        peer.serviceKeys.remove(key)
+        if peer.isAvailable {
+            state.peers[peerID] = peer
+        } else {
+            state.peers[peerID] = nil
+            emit(.peerRemoved(peer.snapshot))
+            emit(.availablePeersChanged(Self.available(state)))
         }
     }
 
@@ -243,6 +259,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard state.running, var record = state.services[key], !record.dialing else { return [] }
             if let peerID = record.peerID, state.peers[peerID]?.active != nil { return [] }
             record.dialing = true
+            record.retry?.cancel()
             record.retry = nil
             state.services[key] = record
             return record.service.endpoints

@@ -287,4 +287,22 @@ struct TransceiverConnectionTests {
         let peer = try await client.waitForPeer(timeout: .seconds(20))
         #expect(peer.name == "Kitchen #2")
     }
+
+    @Test("an instance name that comes back with another peer ID replaces the old peer instead of leaving a ghost")
+    func instanceTakenOverByNewPeer() async throws {
+        let discovery = ManualDiscovery()
+        let watcher = PeerTransceiver(configuration: manualConfiguration(serviceType: randomServiceType(), name: "watcher", discovery: discovery))
+        try await watcher.start()
+        defer { watcher.stop() }
+        let events = watcher.events()
+        func service(_ peerID: String) -> DiscoveredService {
+            DiscoveredService(key: "Kitchen", name: "Kitchen", peerID: peerID, endpoints: [PeerEndpoint(host: "127.0.0.1", port: 1)], txtRecord: ["peerid": peerID])
+        }
+        discovery.inject(.found(service("old")))
+        _ = try await nextEvent(events, "the old peer") { $0 == .peerAdded(Peer(id: "old", name: "Kitchen", isConnected: false)) }
+        discovery.inject(.found(service("new")))
+        _ = try await nextEvent(events, "the old peer's removal") { $0 == .peerRemoved(Peer(id: "old", name: "Kitchen", isConnected: false)) }
+        _ = try await nextEvent(events, "the new peer") { $0 == .peerAdded(Peer(id: "new", name: "Kitchen", isConnected: false)) }
+        #expect(watcher.availablePeers.map(\.id) == ["new"])
+    }
 }
