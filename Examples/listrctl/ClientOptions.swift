@@ -61,8 +61,15 @@ struct ClientOptions: ParsableArguments {
     func run(_ body: (ListrClient) async throws(ListrCtlError) -> Void) async throws {
         do throws(ListrCtlError) {
             let client = try await ListrClient.connect(self)
-            defer { client.disconnect() }
-            try await body(client)
+            let outcome: Result<Void, ListrCtlError>
+            do throws(ListrCtlError) {
+                try await body(client)
+                outcome = .success(())
+            } catch {
+                outcome = .failure(error)
+            }
+            await client.disconnect()
+            try outcome.get()
         } catch {
             throw fail(error)
         }

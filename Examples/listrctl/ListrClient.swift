@@ -27,14 +27,14 @@ struct ListrClient {
             let daemon = try await findDaemon(on: transceiver, options: options)
             return ListrClient(options: options, output: Output(json: options.json), transceiver: transceiver, daemon: daemon)
         } catch {
-            transceiver.stop()
+            await transceiver.shutdown()
             throw ListrCtlError(error)
         }
     }
 
-    /// Says bye to the daemon and stops.
-    func disconnect() {
-        transceiver.stop()
+    /// Says bye to the daemon and returns once the connection is closed.
+    func disconnect() async {
+        await transceiver.shutdown()
     }
 
     /// Sends `command` and returns the daemon's message, or throws its error.

@@ -32,7 +32,7 @@ struct ListrService: Service {
         // Serve until SIGTERM/SIGINT; a CancellationError (the group was cancelled) ends it too.
         try? await gracefulShutdown()
         logger.info("stopping: saying bye to \(transceiver.connectedPeers.count) connected peer(s)")
-        transceiver.stop()
+        await transceiver.shutdown()
     }
 
     /// Registers `handle` as the responder for `Command`, logging each command and its outcome.
