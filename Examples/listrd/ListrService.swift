@@ -31,7 +31,7 @@ struct ListrService: Service {
 
         // Serve until SIGTERM/SIGINT; a CancellationError (the group was cancelled) ends it too.
         try? await gracefulShutdown()
-        logger.info("stopping: saying bye to \(transceiver.connectedPeers.count) connected peer(s)")
+        logger.info("stopping: withdrawing the advertisement and saying bye to every peer")
         await transceiver.shutdown()
     }
 
