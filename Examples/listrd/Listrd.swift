@@ -89,6 +89,9 @@ struct Listrd: AsyncParsableCommand {
         )
         do {
             try await group.run()
+        } catch let PeerKitError.listenFailed(address, reason) {
+            logger.critical("listrd cannot listen on \(address): \(reason). Choose another --port or --listen-host.")
+            throw ExitCode.failure
         } catch {
             logger.critical("listrd stopped: \(error)")
             throw ExitCode.failure

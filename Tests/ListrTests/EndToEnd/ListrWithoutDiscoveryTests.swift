@@ -65,4 +65,20 @@ struct ListrWithoutDiscoveryTests {
         #expect(result.exit == .status(0), "\(result)")
         #expect(result.stderr.contains("stopped"), "\(result)")
     }
+
+    @Test("a port in use stops listrd at start-up with a sentence naming the address")
+    func portInUse() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon(name: "First")
+        let second = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", world.path("other.json"),
+             "--listen-host", "127.0.0.1", "--port", "\(port)"],
+            name: "second listrd"
+        )
+        let result = try await second.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.stderr.contains("listrd cannot listen on 127.0.0.1:\(port)"), "\(result)")
+        #expect(result.stderr.contains("Choose another --port or --listen-host."), "\(result)")
+    }
 }
