@@ -24,6 +24,7 @@ extension CLIResponse: Codable {
         case message, data, error
     }
 
+    /// Decodes an object with exactly one of the keys `message`, `data` and `error`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         let present = CodingKeys.allCases.filter(container.contains)
@@ -40,6 +41,7 @@ extension CLIResponse: Codable {
         }
     }
 
+    /// Encodes an object with the one key of the case.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         switch self {

@@ -19,6 +19,7 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
     /// A change could not be written to disk, so it was not made.
     case saveFailed(path: String, reason: String)
 
+    /// The error as a sentence that says what happened and what to do.
     public var description: String {
         switch self {
         case let .invalidTitle(title, reason):

@@ -61,6 +61,8 @@ public struct StoreFile: ItemPersistence {
         }
     }
 
+    /// The saved items; none when the file does not exist. Throws ``ListrError/notAStore(path:reason:)``
+    /// for a file that is not a store (and leaves it untouched).
     public func load() throws(ListrError) -> [Item] {
         let data: Data
         do {
@@ -73,6 +75,7 @@ public struct StoreFile: ItemPersistence {
         return try Self.decode(data, path: path)
     }
 
+    /// Replaces the file with `items`, durably (see the type's documentation).
     public func save(_ items: [Item]) throws(ListrError) {
         let data: Data
         do {
