@@ -81,4 +81,21 @@ struct ListrWithoutDiscoveryTests {
         #expect(result.stderr.contains("listrd cannot listen on 127.0.0.1:\(port)"), "\(result)")
         #expect(result.stderr.contains("Choose another --port or --listen-host."), "\(result)")
     }
+
+    @Test("when avahi-daemon cannot be reached, listrctl says so at once and points to --connect")
+    func discoveryUnavailable() async throws {
+        let world = try ListrFixture()
+        let started = ContinuousClock.now
+        let process = try TestProcess.launch(
+            try ListrBinaries.url("listrctl"),
+            ["item", "list", "--service-type", world.serviceType, "--timeout", "20"],
+            name: "listrctl without a system bus",
+            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(world.path("no-bus"))"]
+        )
+        let result = try await process.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.stderr.contains("listrd (service type \"\(world.serviceType)\") cannot be discovered"), "\(result)")
+        #expect(result.stderr.contains("--connect HOST:PORT"), "\(result)")
+        #expect(ContinuousClock.now - started < .seconds(15), "it waited for its 20 s timeout instead of failing at once")
+    }
 }

@@ -48,11 +48,13 @@ final class TestProcess: Sendable {
     /// The child's process ID.
     var pid: Int32 { state.withLock { $0.pid } }
 
-    /// Starts `executable` with `arguments`; standard input is /dev/null.
-    static func launch(_ executable: URL, _ arguments: [String], name: String) throws -> TestProcess {
+    /// Starts `executable` with `arguments` and this process's environment plus `environment`;
+    /// standard input is /dev/null.
+    static func launch(_ executable: URL, _ arguments: [String], name: String, environment: [String: String] = [:]) throws -> TestProcess {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, override in override }
         process.standardInput = FileHandle.nullDevice
         let stdout = Pipe()
         let stderr = Pipe()
