@@ -46,12 +46,14 @@ class Harness:
         return node
 
     def cleanup(self) -> None:
+        """Stops what the scenario started and undoes the faults it injected, so a failure never spills over."""
         for node in self.nodes:
             node.stop()
         for process in self.processes:
             end_process(process)
         self.nodes.clear()
         self.processes.clear()
+        self.lan.restore()
 
     def stories(self) -> str:
         return "\n".join(node.story() for node in self.nodes)

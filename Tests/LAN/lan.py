@@ -69,7 +69,8 @@ class Lan:
     def __init__(self):
         self.hosts = self._run("hosts").split()
         if len(self.hosts) < 3:
-            raise ScenarioFailure(f"the scenarios need at least 3 hosts, but the LAN has {len(self.hosts)}; run: scripts/lan up 3")
+            raise ScenarioFailure(f"the scenarios need at least 3 hosts, but the LAN has {len(self.hosts)}; "
+                                  "run: scripts/lan up 3")
 
     def _run(self, *arguments: str) -> str:
         result = subprocess.run([str(LAN_SCRIPT), *arguments], capture_output=True, text=True)
@@ -118,9 +119,25 @@ class Lan:
     def pid(self, host: str, process: str) -> int:
         return int(self._run("pid", host, process))
 
-    def browse(self, host: str, service_type: str) -> list:
-        """The resolved instances `avahi-browse` on `host` sees now: (name, address, port) tuples."""
-        result = self.run(host, "avahi-browse", "--resolve", "--parsable", "--terminate", f"_{service_type}._tcp")
+    def restore(self) -> None:
+        """Undoes every fault a scenario may have left: links up, partitions healed, every avahi-daemon running."""
+        for host in self.hosts:
+            self.link_up(host)
+            self.heal(host)
+            if subprocess.run([str(LAN_SCRIPT), "pid", host, "avahi"], capture_output=True).returncode != 0:
+                self.avahi_start(host)
+
+    def browse(self, host: str, service_type: str):
+        """The resolved instances `avahi-browse` on `host` sees now, as sorted (name, address, port) tuples.
+
+        Returns None when avahi-browse did not finish within 10 s (it can wait on a resolver for a service that is
+        going away); callers poll again.
+        """
+        try:
+            result = self.run(host, "avahi-browse", "--resolve", "--parsable", "--terminate", f"_{service_type}._tcp",
+                              timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
         if result.returncode != 0:
             raise ScenarioFailure(f"avahi-browse on {host} failed: {result.stderr.strip()}")
         found = set()
@@ -129,6 +146,14 @@ class Lan:
             if fields[0] == "=" and len(fields) >= 9:
                 found.add((unescape(fields[3]), fields[7], int(fields[8])))
         return sorted(found)
+
+    def instance_names(self, host: str, service_type: str) -> set:
+        """The instance names in `host`'s avahi-daemon cache now, without resolving them (never waits on a resolver)."""
+        result = self.run(host, "avahi-browse", "--parsable", "--terminate", "--no-db-lookup", f"_{service_type}._tcp")
+        if result.returncode != 0:
+            raise ScenarioFailure(f"avahi-browse on {host} failed: {result.stderr.strip()}")
+        return {unescape(line.split(";")[3]) for line in result.stdout.splitlines()
+                if line.startswith("+;") and line.count(";") >= 5}
 
 
 def unescape(label: str) -> str:

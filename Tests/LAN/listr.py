@@ -24,7 +24,8 @@ class Listr:
     def binary(self, name: str) -> str:
         path = self.bin_dir / name
         if not os.access(path, os.X_OK):
-            raise ScenarioFailure(f"{path} is missing, so Listr cannot be tested across hosts; build it with `swift build`.")
+            raise ScenarioFailure(f"{path} is missing, so Listr cannot be tested across hosts; "
+                                  "build it with `swift build`.")
         return str(path)
 
     def start_daemon(self, host: str, name: str) -> None:
@@ -84,7 +85,8 @@ class Listr:
         self.ctl(b, "store", "dump", str(dump))
         dumped = dump.read_text() if dump.exists() else ""
         if "<string>milk</string>" not in dumped:
-            raise ScenarioFailure(f"`listrctl store dump {dump}` succeeded, but the file does not hold 'milk':\n{dumped}")
+            raise ScenarioFailure(f"`listrctl store dump {dump}` succeeded, but the file does not hold 'milk':\n"
+                                  f"{dumped}")
 
         self.start_daemon(c, "list-C")
         _, picked = self.ctl(b, "item", "add", "eggs", peer="list-C")
