@@ -1,0 +1,64 @@
+import ArgumentParser
+import PeerKit
+
+extension PeerKitBench {
+    /// The receiving side of one-way throughput and fan-out: one or more transceivers that count
+    /// `BenchPayload`s with a typed handler until the end marker.
+    struct Sink: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Receive BenchPayloads on one or more transceivers and print the rate each saw."
+        )
+
+        @Option(help: "The port to listen on (one receiver only); 0 picks a free one.")
+        var port = 0
+
+        @Option(help: "How many receiving transceivers to run in this process (fan-out).")
+        var receivers = 1
+
+        @Option(help: "Acknowledge every N messages so the sender's queue stays bounded; 0 only at the end.")
+        var ackEvery = 0
+
+        @OptionGroup var common: CommonOptions
+
+        func validate() throws {
+            guard receivers >= 1 else { throw ValidationError("--receivers must be at least 1.") }
+            guard receivers == 1 || port == 0 else { throw ValidationError("--port needs --receivers 1; several receivers pick free ports.") }
+        }
+
+        /// What the sink prints at the end.
+        struct Output: Encodable {
+            let receivers: [ReceiveCounter.Result]
+            let msgsPerSec: Double
+            let MBps: Double
+        }
+
+        func run() async throws {
+            common.startWatchdog("The sink")
+            var transceivers: [PeerTransceiver] = []
+            var counters: [ReceiveCounter] = []
+            for index in 0..<receivers {
+                let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
+                                                        discovery: .none, listens: true, port: port)
+                let counter = ReceiveCounter(ackEvery: ackEvery)
+                counter.install(on: transceiver)
+                try await transceiver.start()
+                transceivers.append(transceiver)
+                counters.append(counter)
+            }
+            let ports = transceivers.map { $0.listeningPort ?? 0 }
+            Report.emit(ReadyLine(port: ports[0], ports: ports))
+
+            var results: [ReceiveCounter.Result] = []
+            for counter in counters {
+                results.append(await counter.result())
+            }
+            // Per receiver, the slowest one bounds a fan-out.
+            Report.emit(Output(receivers: results,
+                               msgsPerSec: results.map(\.msgsPerSec).min() ?? 0,
+                               MBps: results.map(\.MBps).min() ?? 0))
+            for transceiver in transceivers {
+                transceiver.stop()
+            }
+        }
+    }
+}
