@@ -1,16 +1,60 @@
+import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
-// SKELETON: signatures of the public API; bodies land with the core commit.
-
-/// Finds peers of one service type, connects to them, and exchanges typed `Codable` messages.
+/// Finds peers of one service type on the local network, connects to them, and exchanges typed
+/// `Codable` messages with them.
+///
+/// ```swift
+/// import PeerKit
+///
+/// struct SomeCodableThing: Codable { let text: String }
+///
+/// // Create a transceiver (make sure you store it somewhere, like a property)
+/// let transceiver = PeerTransceiver(serviceType: "example")
+///
+/// // Start it up!
+/// transceiver.resume()
+///
+/// // Configure message receivers
+/// transceiver.receive(SomeCodableThing.self) { payload in
+///     print("Got my thing! \(payload)")
+/// }
+///
+/// // Broadcast message to peers
+/// transceiver.broadcast(SomeCodableThing(text: "hello"))
+/// ```
+///
+/// A transceiver advertises itself (unless ``PeerConfiguration/advertises`` is false), browses for
+/// peers of its service type, connects to each, and keeps exactly one connection per peer. Peers of
+/// other service types are never connected. Handlers registered with ``receive(_:using:)-8x1k0``
+/// and ``respond(to:using:)`` run one at a time, in the order messages arrived, off the event loops.
 public final class PeerTransceiver: Sendable {
     /// The configuration the transceiver was made with.
     public let configuration: PeerConfiguration
-    /// This transceiver's peer ID, sent in its hello and advertised as `peerid`.
+    /// This transceiver's peer ID, sent in its hello and advertised in the `peerid` TXT key.
     public let peerID: String
 
+    let registry = MessageRegistry()
+    let pending = PendingRequests()
+    let hub = PeerEventHub()
+    private let requestCounter = Atomic<UInt64>(0)
+    private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
+
+    private enum Lifecycle {
+        case idle
+        case starting(TransceiverSession)
+        case running(TransceiverSession)
+    }
+
+    var logger: Logger { configuration.logger }
+
     /// Creates a transceiver for `serviceType` with the default configuration.
+    ///
+    /// An invalid service type is reported when the transceiver starts: ``start()`` throws
+    /// ``PeerKitError/invalidServiceType(_:reason:)`` and ``resume()`` publishes it as an error event.
     public convenience init(serviceType: String) {
         self.init(configuration: PeerConfiguration(serviceType: serviceType))
     }
@@ -18,50 +62,116 @@ public final class PeerTransceiver: Sendable {
     /// Creates a transceiver. Nothing happens until ``resume()`` or ``start()``.
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
-        self.peerID = "skeleton"
+        self.peerID = UUID().uuidString
     }
 
-    /// Starts listening, advertising and browsing; returns once listening. Throws ``PeerKitError``.
-    public func start() async throws { fatalError("skeleton") }
-    /// Starts in the background; problems are reported as ``PeerEvent/error(_:)`` and logged.
-    public func resume() { fatalError("skeleton") }
-    /// Says bye to every peer, closes every connection, stops discovery.
-    public func stop() { fatalError("skeleton") }
+    deinit {
+        stop()
+        hub.finish()
+    }
 
-    /// The TCP port the transceiver listens on, once started.
-    public var listeningPort: Int? { fatalError("skeleton") }
-    /// Peers currently available (discovered or connected).
-    public var availablePeers: [Peer] { fatalError("skeleton") }
-    /// Peers currently connected.
-    public var connectedPeers: [Peer] { fatalError("skeleton") }
+    // MARK: Lifecycle
 
-    /// Called when a peer becomes available.
-    public var peerAdded: @Sendable (Peer) -> Void { get { fatalError() } set { fatalError() } }
-    /// Called when a peer is no longer available.
-    public var peerRemoved: @Sendable (Peer) -> Void { get { fatalError() } set { fatalError() } }
-    /// Called when a peer is connected.
-    public var peerConnected: @Sendable (Peer) -> Void { get { fatalError() } set { fatalError() } }
-    /// Called when a peer is disconnected.
-    public var peerDisconnected: @Sendable (Peer) -> Void { get { fatalError() } set { fatalError() } }
-    /// Called with the new list whenever the available peers change.
-    public var availablePeersDidChange: @Sendable ([Peer]) -> Void { get { fatalError() } set { fatalError() } }
+    /// Starts listening, advertising and browsing, and returns once the transceiver listens.
+    ///
+    /// Calling it while the transceiver runs does nothing.
+    /// - Throws: ``PeerKitError/invalidServiceType(_:reason:)``, ``PeerKitError/invalidDiscoveryInfo(key:reason:)``
+    ///   or ``PeerKitError/listenFailed(address:reason:)``. Discovery problems (such as a missing
+    ///   avahi-daemon) do not throw: they arrive as ``PeerEvent/error(_:)`` and make
+    ///   ``waitForPeer(timeout:where:)`` throw.
+    public func start() async throws {
+        try configuration.validate()
+        let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
+            guard case .idle = lifecycle else { return nil }
+            let session = TransceiverSession(configuration: configuration, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            lifecycle = .starting(session)
+            return session
+        }
+        guard let session else { return }
+        hub.startCallbackTask()
+        let port: Int?
+        do {
+            port = try await session.start()
+        } catch {
+            session.stop()
+            lifecycle.withLockedValue { $0 = .idle }
+            throw error
+        }
+        let stillWanted = lifecycle.withLockedValue { lifecycle -> Bool in
+            guard case let .starting(current) = lifecycle, current === session else { return false }
+            lifecycle = .running(session)
+            return true
+        }
+        guard stillWanted else {
+            session.stop()
+            return
+        }
+        logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
+        hub.publish(.started(port: port ?? 0))
+    }
 
-    /// A new stream of everything that happens from now on.
-    public func events() -> AsyncStream<PeerEvent> { fatalError("skeleton") }
-    /// Waits until a peer (matching `predicate`) is connected; throws ``PeerKitError/noPeerFound(serviceType:timeout:)``
-    /// after `timeout`, or the discovery error at once when discovery cannot work.
-    public func waitForPeer(timeout: Duration, where predicate: @escaping @Sendable (Peer) -> Bool = { _ in true }) async throws -> Peer { fatalError("skeleton") }
+    /// Starts the transceiver in the background, like ``start()``.
+    ///
+    /// Problems are logged and published as ``PeerEvent/error(_:)``.
+    public func resume() {
+        Task {
+            do {
+                try await self.start()
+            } catch {
+                let error = error as? PeerKitError ?? .listenFailed(address: configuration.listenHost, reason: "\(error)")
+                logger.error("\(error)")
+                hub.publish(.error(error))
+            }
+        }
+    }
 
-    /// Registers `handler` for messages of type `T`, replacing any earlier handler for its wire key.
-    public func receive<T: Decodable>(_ type: T.Type, using handler: @escaping @Sendable (T) async -> Void) { fatalError("skeleton") }
-    /// Registers `handler` for messages of type `T`; `sender` is the peer of the connection it came on.
-    public func receive<T: Decodable>(_ type: T.Type, using handler: @escaping @Sendable (T, Peer) async -> Void) { fatalError("skeleton") }
-    /// Registers a request handler whose return value is sent back to the requester only.
-    public func respond<T: Decodable, R: Encodable>(to type: T.Type, using handler: @escaping @Sendable (T, Peer) async throws -> R) { fatalError("skeleton") }
-    /// Sends `payload` to every connected peer, fire and forget.
-    public func broadcast<T: Encodable>(_ payload: T) { fatalError("skeleton") }
-    /// Sends `payload` to `peers`; throws ``PeerKitError/peerNotConnected(peer:)`` for a peer that is not connected.
-    public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws { fatalError("skeleton") }
-    /// Sends `payload` to `peer` and waits for its reply of type `R`.
-    public func request<T: Encodable, R: Decodable>(_ payload: T, to peer: Peer, expecting: R.Type, timeout: Duration = .seconds(5)) async throws -> R { fatalError("skeleton") }
+    /// Says bye to every peer, closes every connection, and stops advertising and browsing.
+    ///
+    /// Requests waiting for replies fail with ``PeerKitError/notRunning``. The transceiver can be
+    /// started again.
+    public func stop() {
+        let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
+            switch lifecycle {
+            case .idle:
+                return nil
+            case let .starting(session), let .running(session):
+                lifecycle = .idle
+                return session
+            }
+        }
+        guard let session else { return }
+        session.stop()
+        pending.failAll(with: PeerKitError.notRunning)
+        hub.publish(.stopped)
+    }
+
+    /// The session while the transceiver runs (or starts).
+    var session: TransceiverSession? {
+        lifecycle.withLockedValue { lifecycle in
+            switch lifecycle {
+            case .idle: return nil
+            case let .starting(session), let .running(session): return session
+            }
+        }
+    }
+
+    func runningSession() throws -> TransceiverSession {
+        guard let session else { throw PeerKitError.notRunning }
+        return session
+    }
+
+    func nextRequestID() -> String {
+        String(requestCounter.add(1, ordering: .relaxed).newValue)
+    }
+
+    // MARK: State
+
+    /// The TCP port the transceiver listens on, once started; nil when not listening.
+    public var listeningPort: Int? { session?.port }
+
+    /// Peers currently available: discovered, or connected to this transceiver. Sorted by name.
+    public var availablePeers: [Peer] { session?.manager.availablePeers() ?? [] }
+
+    /// Peers currently connected. Sorted by name.
+    public var connectedPeers: [Peer] { session?.manager.connectedPeers() ?? [] }
 }

@@ -1,0 +1,11 @@
+/// What the connection manager reports to the layer above.
+///
+/// `emit` is called with the manager's lock held, so events arrive in the order the state
+/// changed; `received` is called on the connection's event loop. Neither may block: hand the
+/// value on (yield it to a stream) and return.
+protocol ConnectionManagerDelegate: AnyObject, Sendable {
+    /// A peer event: added, removed, connected, disconnected, list changed, or an error.
+    func emit(_ event: PeerEvent)
+    /// A message (or a reply) arrived from `peer` on `connection`.
+    func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection)
+}

@@ -1,0 +1,37 @@
+/// The payload of `peerkit.hello`, the first frame each side sends on a new connection.
+///
+///     {"protocol":1,"peerID":"5F0C…","name":"Kitchen","serviceType":"listrctl","discoveryInfo":{"role":"store"}}
+///
+/// Unknown keys are ignored, so later versions can add fields (such as an authentication
+/// challenge) without breaking version 1 peers.
+struct Hello: Codable, Sendable, Hashable {
+    /// The wire-protocol version this implementation speaks.
+    static let currentProtocol = 1
+
+    var `protocol`: Int
+    var peerID: String
+    var name: String
+    var serviceType: String
+    var discoveryInfo: [String: String]?
+
+    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?) {
+        self.protocol = Hello.currentProtocol
+        self.peerID = peerID
+        self.name = name
+        self.serviceType = serviceType
+        self.discoveryInfo = discoveryInfo
+    }
+}
+
+/// The payload of `peerkit.bye`; `reason` is optional.
+struct Bye: Codable, Sendable, Hashable {
+    /// The reason a connection that duplicates another one is closed.
+    static let duplicateConnection = "duplicate connection"
+
+    var reason: String?
+}
+
+/// The payload of `peerkit.error`.
+struct ErrorPayload: Codable, Sendable, Hashable {
+    var reason: String
+}

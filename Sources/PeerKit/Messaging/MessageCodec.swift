@@ -1,0 +1,66 @@
+import Foundation
+import NIOCore
+import NIOFoundationCompat
+
+/// A message encoded once, ready to be framed for any number of peers.
+struct EncodedMessage: Sendable {
+    /// The wire key.
+    var type: String
+    /// The payload's JSON text.
+    var payload: ByteBuffer
+
+    /// The frame carrying this message.
+    func frame(id: String? = nil, replyTo: String? = nil) -> ByteBuffer {
+        EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, payload: payload.readableBytesView)
+    }
+}
+
+/// Turns `Codable` values into payload JSON and back, with errors as ``PeerKitError``.
+enum MessageCodec {
+    /// Encodes `value` as the payload of a message of its wire key.
+    static func encode<T: Encodable>(_ value: T) throws -> EncodedMessage {
+        let type = peerMessageType(of: T.self)
+        guard !type.hasPrefix(EnvelopeType.reservedPrefix) else {
+            throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        do {
+            var buffer = ByteBuffer()
+            try encoder.encode(value, into: &buffer)
+            return EncodedMessage(type: type, payload: buffer)
+        } catch {
+            throw PeerKitError.encodingFailed(type: type, reason: "\(error)")
+        }
+    }
+
+    /// Decodes a payload as `T`.
+    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: payload)
+        } catch let error as DecodingError {
+            throw PeerKitError.payloadDecodingFailed(type: peerMessageType(of: T.self), reason: describe(error))
+        } catch {
+            throw PeerKitError.payloadDecodingFailed(type: peerMessageType(of: T.self), reason: "\(error)")
+        }
+    }
+
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            let keys = context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }
+            return keys.isEmpty ? "the payload" : "\"\(keys.joined(separator: "."))\""
+        }
+        switch error {
+        case let .keyNotFound(key, context):
+            return "the key \"\(key.stringValue)\" is missing from \(path(context))"
+        case let .typeMismatch(type, context):
+            return "\(path(context)) is not of type \(type)"
+        case let .valueNotFound(type, context):
+            return "\(path(context)) has no \(type) value"
+        case let .dataCorrupted(context):
+            return "\(path(context)) is not valid: \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}

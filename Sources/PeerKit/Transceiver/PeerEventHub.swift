@@ -1,0 +1,78 @@
+import NIOConcurrencyHelpers
+import Foundation
+
+/// Hands every ``PeerEvent`` to the `events()` subscribers and to the closure properties, in order.
+///
+/// Subscribers get events straight away; closures are called one at a time from a task of their
+/// own, so a slow closure never holds up the connection layer.
+final class PeerEventHub: Sendable {
+    /// The MultipeerKit-style closure properties of ``PeerTransceiver``.
+    struct Callbacks: Sendable {
+        var peerAdded: @Sendable (Peer) -> Void = { _ in }
+        var peerRemoved: @Sendable (Peer) -> Void = { _ in }
+        var peerConnected: @Sendable (Peer) -> Void = { _ in }
+        var peerDisconnected: @Sendable (Peer) -> Void = { _ in }
+        var availablePeersDidChange: @Sendable ([Peer]) -> Void = { _ in }
+    }
+
+    let callbacks = NIOLockedValueBox(Callbacks())
+    private let subscribers = NIOLockedValueBox<[UUID: AsyncStream<PeerEvent>.Continuation]>([:])
+    private let callbackEvents: AsyncStream<PeerEvent>
+    private let callbackContinuation: AsyncStream<PeerEvent>.Continuation
+    private let callbackTaskStarted = NIOLockedValueBox(false)
+
+    init() {
+        (callbackEvents, callbackContinuation) = AsyncStream.makeStream(of: PeerEvent.self)
+    }
+
+    /// Delivers `event` to every subscriber and queues it for the closures. Never blocks.
+    func publish(_ event: PeerEvent) {
+        callbackContinuation.yield(event)
+        for subscriber in subscribers.withLockedValue({ Array($0.values) }) {
+            subscriber.yield(event)
+        }
+    }
+
+    /// A new stream of every event published from now on.
+    func subscribe() -> AsyncStream<PeerEvent> {
+        let id = UUID()
+        let (stream, continuation) = AsyncStream.makeStream(of: PeerEvent.self)
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLockedValue { $0.removeValue(forKey: id) }
+        }
+        subscribers.withLockedValue { $0[id] = continuation }
+        return stream
+    }
+
+    /// Starts the task that calls the closures, once.
+    func startCallbackTask() {
+        let start = callbackTaskStarted.withLockedValue { started -> Bool in
+            defer { started = true }
+            return !started
+        }
+        guard start else { return }
+        let events = callbackEvents
+        let callbacks = callbacks
+        Task {
+            for await event in events {
+                let current = callbacks.withLockedValue { $0 }
+                switch event {
+                case let .peerAdded(peer): current.peerAdded(peer)
+                case let .peerRemoved(peer): current.peerRemoved(peer)
+                case let .peerConnected(peer): current.peerConnected(peer)
+                case let .peerDisconnected(peer, _): current.peerDisconnected(peer)
+                case let .availablePeersChanged(peers): current.availablePeersDidChange(peers)
+                case .started, .stopped, .error: break
+                }
+            }
+        }
+    }
+
+    /// Ends every stream and the closure task.
+    func finish() {
+        callbackContinuation.finish()
+        for subscriber in subscribers.withLockedValue({ Array($0.values) }) {
+            subscriber.finish()
+        }
+    }
+}

@@ -1,0 +1,83 @@
+extension PeerTransceiver {
+    /// Registers `handler` for messages of type `T`, replacing any earlier handler for its wire key.
+    ///
+    /// ```swift
+    /// transceiver.receive(SomeCodableThing.self) { payload in
+    ///     print("Got my thing! \(payload)")
+    /// }
+    /// ```
+    /// Handlers run one at a time, in the order messages arrived. A payload that does not decode
+    /// as `T` is logged (and answered with `peerkit.error` when the sender asked for a reply).
+    public func receive<T: Decodable & SendableMetatype>(_ type: T.Type, using handler: @escaping @Sendable (T) async -> Void) {
+        receive(type) { (value: T, _: Peer) in await handler(value) }
+    }
+
+    /// Registers `handler` for messages of type `T`; `sender` is the peer of the connection the
+    /// message arrived on (never taken from the message itself).
+    public func receive<T: Decodable & SendableMetatype>(_ type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async -> Void) {
+        registry.register(peerMessageType(of: T.self), .init { payload, sender in
+            let value = try MessageCodec.decode(T.self, from: payload)
+            await handler(value, sender)
+            return nil
+        })
+    }
+
+    /// Registers a request handler: the value it returns is sent to the requester only, as the
+    /// reply to its ``request(_:to:expecting:timeout:)``. An error it throws is sent back as
+    /// `peerkit.error` and thrown from the requester's call as ``PeerKitError/remoteError(reason:peer:)``.
+    ///
+    /// ```swift
+    /// transceiver.respond(to: ListItemsCommand.self) { command, sender in
+    ///     CLIResponse.message(store.listing())
+    /// }
+    /// ```
+    public func respond<T: Decodable & SendableMetatype, R: Encodable & SendableMetatype>(to type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async throws -> R) {
+        registry.register(peerMessageType(of: T.self), .init { payload, sender in
+            let value = try MessageCodec.decode(T.self, from: payload)
+            let reply = try await handler(value, sender)
+            return try MessageCodec.encode(reply)
+        })
+    }
+
+    /// Removes the handler for `T`'s wire key.
+    public func stopReceiving<T>(_ type: T.Type) {
+        registry.remove(peerMessageType(of: T.self))
+    }
+
+    /// Sends `payload` to every connected peer, fire and forget.
+    ///
+    /// The payload is encoded once for all peers. A payload that cannot be encoded, or a
+    /// transceiver that is not running, is logged and published as ``PeerEvent/error(_:)``.
+    public func broadcast<T: Encodable>(_ payload: T) {
+        do {
+            let session = try runningSession()
+            let frame = try MessageCodec.encode(payload).frame()
+            for connection in session.manager.activeConnections() {
+                connection.send(frame)
+            }
+        } catch {
+            let error = error as? PeerKitError ?? .encodingFailed(type: peerMessageType(of: T.self), reason: "\(error)")
+            logger.warning("Broadcast failed: \(error)")
+            hub.publish(.error(error))
+        }
+    }
+
+    /// Sends `payload` to each of `peers`.
+    ///
+    /// Nothing is sent unless every peer is connected.
+    /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``
+    ///   or ``PeerKitError/notRunning``.
+    public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
+        let session = try runningSession()
+        let connections = try peers.map { peer in
+            guard let connection = session.manager.connection(to: peer.id) else {
+                throw PeerKitError.peerNotConnected(peer: peer.name)
+            }
+            return connection
+        }
+        let frame = try MessageCodec.encode(payload).frame()
+        for connection in connections {
+            connection.send(frame)
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import NIOCore
+
+extension PeerTransceiver {
+    /// Sends `payload` to `peer` and waits for its reply of type `R`.
+    ///
+    /// ```swift
+    /// let reply = try await transceiver.request(ListItemsCommand(), to: peer, expecting: CLIResponse.self)
+    /// ```
+    /// The reply is matched to the request by id and accepted only from `peer`.
+    /// - Throws: ``PeerKitError/requestTimedOut(type:peer:timeout:)`` when no reply arrives in
+    ///   time, ``PeerKitError/remoteError(reason:peer:)`` when the peer answers with an error
+    ///   (no handler, a payload it could not decode, a handler that threw),
+    ///   ``PeerKitError/unexpectedReply(expected:received:peer:)``,
+    ///   ``PeerKitError/connectionClosed(peer:)``, ``PeerKitError/peerNotConnected(peer:)``,
+    ///   ``PeerKitError/payloadDecodingFailed(type:reason:)`` or `CancellationError`.
+    public func request<T: Encodable, R: Decodable>(
+        _ payload: T,
+        to peer: Peer,
+        expecting: R.Type,
+        timeout: Duration = .seconds(5)
+    ) async throws -> R {
+        let session = try runningSession()
+        guard let connection = session.manager.connection(to: peer.id) else {
+            throw PeerKitError.peerNotConnected(peer: peer.name)
+        }
+        let message = try MessageCodec.encode(payload)
+        let id = nextRequestID()
+        let pending = pending
+        let reply: Envelope = try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                pending.add(id: id, peerID: peer.id, continuation: continuation)
+                let timer = connection.channel.eventLoop.scheduleTask(in: timeout.timeAmount) {
+                    pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
+                }
+                pending.setTimeout(id: id, timer)
+                connection.send(message.frame(id: id))
+            }
+        } onCancel: {
+            pending.fail(id: id, with: CancellationError())
+        }
+        if reply.type == EnvelopeType.error {
+            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload).reason) ?? "no reason given"
+            throw PeerKitError.remoteError(reason: reason, peer: peer.name)
+        }
+        let expectedType = peerMessageType(of: R.self)
+        guard reply.type == expectedType else {
+            throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
+        }
+        return try MessageCodec.decode(R.self, from: reply.payload)
+    }
+}

@@ -1,0 +1,53 @@
+import NIOCore
+import NIOExtras
+
+/// Splits the inbound byte stream into frames and refuses an oversized frame before buffering it.
+///
+///     +---------------------+------------------------------+
+///     | length N (UInt32 BE) | N bytes: UTF-8 JSON envelope |
+///     +---------------------+------------------------------+
+///
+/// The splitting is NIOExtras' `LengthFieldBasedFrameDecoder`; it has no maximum of its own, so this
+/// decoder reads each length field before handing the bytes to it and throws
+/// ``WireError/frameTooLarge(length:limit:)`` for a frame above `maximumFrameLength`, while only
+/// its four length bytes have been read.
+struct FrameDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+
+    /// The longest body accepted, in bytes.
+    let maximumFrameLength: Int
+
+    private let splitter = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes, lengthFieldEndianness: .big)
+    /// Whether the splitter is waiting for a length field (rather than for the body of a frame whose length it read).
+    private var expectingLengthField = true
+
+    init(maximumFrameLength: Int) {
+        self.maximumFrameLength = maximumFrameLength
+    }
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        if expectingLengthField {
+            guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
+                return .needMoreData
+            }
+            guard length <= maximumFrameLength else {
+                throw WireError.frameTooLarge(length: Int(length), limit: maximumFrameLength)
+            }
+            // With four bytes available the splitter consumes the length field now.
+            expectingLengthField = false
+        }
+        let state = try splitter.decode(context: context, buffer: &buffer)
+        if case .continue = state {
+            expectingLengthField = true
+        }
+        return state
+    }
+
+    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        while case .continue = try decode(context: context, buffer: &buffer) {}
+        if buffer.readableBytes > 0 || !expectingLengthField {
+            throw WireError.truncatedFrame(bytesLeft: buffer.readableBytes)
+        }
+        return .needMoreData
+    }
+}

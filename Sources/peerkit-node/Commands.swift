@@ -1,0 +1,44 @@
+import Dispatch
+import Foundation
+
+/// The commands peerkit-node reads from standard input, and the signals that stop it.
+enum Commands: Sendable {
+    case broadcast(String)
+    case peers
+    case quit
+    case unknown(String)
+
+    init(line: String) {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        if trimmed == "quit" {
+            self = .quit
+        } else if trimmed == "peers" {
+            self = .peers
+        } else if trimmed.hasPrefix("broadcast ") {
+            self = .broadcast(String(trimmed.dropFirst("broadcast ".count)))
+        } else {
+            self = .unknown(trimmed)
+        }
+    }
+
+    /// Lines of standard input as commands; `quit` at end of input, SIGTERM or SIGINT.
+    /// Keep the returned signal sources alive while reading the stream.
+    static func stream() -> (AsyncStream<Commands>, [any DispatchSourceSignal]) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Commands.self)
+        let reader = Thread {
+            while let line = readLine() {
+                continuation.yield(Commands(line: line))
+            }
+            continuation.yield(.quit)
+        }
+        reader.start()
+        let sources = [SIGTERM, SIGINT].map { signalNumber in
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { continuation.yield(.quit) }
+            source.resume()
+            return source
+        }
+        return (stream, sources)
+    }
+}

@@ -1,2 +1,0 @@
-// placeholder, replaced by the core commit
-print("peerkit-node")
