@@ -77,7 +77,11 @@ class Process:
                 self.popen.wait()
 
     def _why(self):
-        return (": " + " / ".join(self.stderr_tail)) if self.stderr_tail else ""
+        """The last line the process wrote on stderr, for error messages."""
+        if not self.stderr_tail:
+            return ""
+        last = self.stderr_tail[-1]
+        return ": " + (last if len(last) <= 400 else last[:400] + "…")
 
 
 # What makes one figure unavailable without ending the run.
