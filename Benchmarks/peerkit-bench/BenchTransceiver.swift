@@ -10,8 +10,9 @@ enum BenchTransceiver {
     /// - Parameters:
     ///   - listens: whether it listens (and, with Avahi, advertises); a pure dialler does not.
     ///   - port: the port to listen on; 0 picks a free one.
+    ///   - logLevel: the lowest level logged (on stderr).
     static func make(serviceType: String, name: String, discovery: PeerConfiguration.Discovery,
-                     listens: Bool, port: Int = 0) -> PeerTransceiver {
+                     listens: Bool, port: Int = 0, logLevel: Logger.Level = .warning) -> PeerTransceiver {
         var configuration = PeerConfiguration(serviceType: serviceType)
         configuration.peerName = name
         configuration.discovery = discovery
@@ -19,7 +20,7 @@ enum BenchTransceiver {
         configuration.listenHost = "127.0.0.1"
         configuration.listenPort = port
         var logger = Logger(label: "peerkit-bench") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = .warning
+        logger.logLevel = logLevel
         configuration.logger = logger
         return PeerTransceiver(configuration: configuration)
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 
 /// Options every benchmark process takes.
 struct CommonOptions: ParsableArguments {
@@ -11,12 +12,20 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "Seconds after which the process exits with an error, whatever it is doing.")
     var timeout: Double = 60
 
-    /// Starts the watchdog that ends the process after ``timeout`` seconds.
-    func startWatchdog(_ what: String) {
+    /// The lowest level PeerKit logs at, on stderr.
+    @Option(help: "The lowest level PeerKit logs on stderr: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .warning
+
+    /// Starts the watchdog that ends the process after ``timeout`` seconds; `progress` says how
+    /// far the process got, for the error message.
+    func startWatchdog(_ what: String, progress: @escaping @Sendable () -> String = { "" }) {
         let seconds = timeout
         Thread.detachNewThread {
             Thread.sleep(forTimeInterval: seconds)
-            Report.fail("\(what) did not finish within \(seconds) s; giving up. Raise --timeout if the machine is slow.")
+            let got = progress()
+            Report.fail("\(what) did not finish within \(seconds) s\(got.isEmpty ? "" : " (\(got))"); giving up. Raise --timeout if the machine is slow.")
         }
     }
 }
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -25,7 +25,7 @@ extension PeerKitBench {
         func run() async throws {
             common.startWatchdog("The discovery peer")
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: name,
-                                                    discovery: .avahi, listens: true)
+                                                    discovery: .avahi, listens: true, logLevel: common.logLevel)
             let events = transceiver.events()
             let begin = ContinuousClock.now
             transceiver.resume()

@@ -29,7 +29,7 @@ extension PeerKitBench {
             var samples: [Double] = []
             for iteration in 0..<iterations {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "joiner-\(iteration)",
-                                                        discovery: .avahi, listens: true)
+                                                        discovery: .avahi, listens: true, logLevel: common.logLevel)
                 let events = transceiver.events()
                 let begin = ContinuousClock.now
                 transceiver.resume()

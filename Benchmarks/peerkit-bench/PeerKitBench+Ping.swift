@@ -26,7 +26,7 @@ extension PeerKitBench {
             common.startWatchdog("The requester")
             let endpoints = BenchTransceiver.endpoints([connect])
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "ping",
-                                                    discovery: .staticPeers(endpoints), listens: false)
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
             try await transceiver.start()
             guard let peer = await transceiver.waitForConnectedPeers(1).first else {
                 Report.fail("No echo server connected at \(connect).")

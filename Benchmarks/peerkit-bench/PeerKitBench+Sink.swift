@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PeerKit
 
 extension PeerKitBench {
@@ -33,17 +34,18 @@ extension PeerKitBench {
         }
 
         func run() async throws {
-            common.startWatchdog("The sink")
+            let counters = (0..<receivers).map { _ in ReceiveCounter(ackEvery: ackEvery) }
+            common.startWatchdog("The sink") {
+                "messages received per receiver: " + counters.map { String($0.messagesSoFar) }.joined(separator: ", ")
+            }
             var transceivers: [PeerTransceiver] = []
-            var counters: [ReceiveCounter] = []
-            for index in 0..<receivers {
+            for (index, counter) in counters.enumerated() {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
-                                                        discovery: .none, listens: true, port: port)
-                let counter = ReceiveCounter(ackEvery: ackEvery)
+                                                        discovery: .none, listens: true, port: port, logLevel: common.logLevel)
                 counter.install(on: transceiver)
+                reportDisconnections(of: transceiver, named: "sink-\(index)")
                 try await transceiver.start()
                 transceivers.append(transceiver)
-                counters.append(counter)
             }
             let ports = transceivers.map { $0.listeningPort ?? 0 }
             Report.emit(ReadyLine(port: ports[0], ports: ports))
@@ -58,6 +60,18 @@ extension PeerKitBench {
                                MBps: results.map(\.MBps).min() ?? 0))
             for transceiver in transceivers {
                 transceiver.stop()
+            }
+        }
+
+        /// Says on stderr when a receiver loses a peer other than by a graceful bye, and why.
+        private func reportDisconnections(of transceiver: PeerTransceiver, named name: String) {
+            let events = transceiver.events()
+            Task {
+                for await event in events {
+                    if case let .peerDisconnected(peer, reason?) = event {
+                        FileHandle.standardError.write(Data("peerkit-bench: \(name) lost \(peer): \(reason)\n".utf8))
+                    }
+                }
             }
         }
     }

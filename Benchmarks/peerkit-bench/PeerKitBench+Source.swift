@@ -48,7 +48,7 @@ extension PeerKitBench {
             common.startWatchdog("The source")
             let endpoints = BenchTransceiver.endpoints(connect)
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "source",
-                                                    discovery: .staticPeers(endpoints), listens: false)
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
             try await transceiver.start()
             let peers = await transceiver.waitForConnectedPeers(endpoints.count)
             let window = SendWindow(receivers: peers.map(\.id))

@@ -46,6 +46,11 @@ final class ReceiveCounter: Sendable {
         }
     }
 
+    /// How many messages arrived so far.
+    var messagesSoFar: Int {
+        state.withLock { $0.messages }
+    }
+
     /// Waits for the end marker and returns what was measured.
     func result() async -> Result {
         await withCheckedContinuation { continuation in
