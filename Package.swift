@@ -45,6 +45,13 @@ let package = Package(
             ]
         ),
 
+        // The README's snippet, verbatim: it must compile as pasted (a test checks they match).
+        .executableTarget(
+            name: "readme-snippet",
+            dependencies: ["PeerKit"],
+            path: "Examples/ReadmeSnippet"
+        ),
+
         // MARK: Listr example (uses PeerKit only as a library)
         .target(
             name: "ListrKit",

@@ -149,6 +149,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         state.withLockedValue { $0.peers.values.compactMap(\.active) }
     }
 
+    /// How many connections are open, including ones still in their handshake or being retired.
+    func openConnectionCount() -> Int {
+        state.withLockedValue { $0.connections.count }
+    }
+
     /// Peers that are discovered or connected.
     func availablePeers() -> [Peer] {
         state.withLockedValue { Self.available($0) }
@@ -311,7 +316,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
         let retired = state.withLockedValue { state -> PeerConnection? in
-            guard state.running else { return connection }
+            guard state.running else {
+                connection.close(after: nil)
+                return nil
+            }
             if let key = connection.serviceKey, var service = state.services[key] {
                 service.dialing = false
                 service.attempt = 0

@@ -22,6 +22,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var remote: Hello?
         var peer: Peer?
         var retired = false
+        var isWritable = true
+        var writabilityWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -74,6 +76,31 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         if scheduleDrain {
             channel.eventLoop.execute { self.drain() }
         }
+    }
+
+    /// Returns once the channel can take more data (at once when it can), so that a fast sender
+    /// does not queue without bound; returns too when the connection closes.
+    func waitUntilWritable() async {
+        guard !state.withLockedValue({ $0.isWritable }) else { return }
+        await withCheckedContinuation { continuation in
+            let waiting = state.withLockedValue { state -> Bool in
+                guard !state.isWritable else { return false }
+                state.writabilityWaiters.append(continuation)
+                return true
+            }
+            if !waiting { continuation.resume() }
+        }
+    }
+
+    /// Called by the handler when the channel's writability changes, and with `true` when it closes.
+    func writabilityChanged(isWritable: Bool) {
+        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            state.isWritable = isWritable
+            guard isWritable else { return [] }
+            defer { state.writabilityWaiters = [] }
+            return state.writabilityWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Writes every queued frame and flushes once. Runs on the event loop.

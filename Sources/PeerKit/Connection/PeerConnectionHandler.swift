@@ -69,10 +69,16 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        connection?.writabilityChanged(isWritable: context.channel.isWritable)
+        context.fireChannelWritabilityChanged()
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         heartbeatTask?.cancel()
         heartbeatTask = nil
         if let connection {
+            connection.writabilityChanged(isWritable: true)
             if closeError == nil, byeReason == nil, !stateMachine.isClosed, stateMachine.remoteHello != nil {
                 closeError = .connectionClosed(peer: connection.description)
             }

@@ -17,27 +17,23 @@ struct EncodedMessage: Sendable {
 
 /// Turns `Codable` values into payload JSON and back, with errors as ``PeerKitError``.
 enum MessageCodec {
-    /// Encodes `value` as the payload of a message of its wire key.
+    /// Encodes `value` (with ``PayloadEncoder``) as the payload of a message of its wire key.
     static func encode<T: Encodable>(_ value: T) throws -> EncodedMessage {
         let type = peerMessageType(of: T.self)
         guard !type.hasPrefix(EnvelopeType.reservedPrefix) else {
             throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .withoutEscapingSlashes
         do {
-            var buffer = ByteBuffer()
-            try encoder.encode(value, into: &buffer)
-            return EncodedMessage(type: type, payload: buffer)
+            return EncodedMessage(type: type, payload: try PayloadEncoder.encode(value))
         } catch {
             throw PeerKitError.encodingFailed(type: type, reason: "\(error)")
         }
     }
 
-    /// Decodes a payload as `T`.
+    /// Decodes a payload as `T` (with ``PayloadDecoder``, which reads the bytes in place).
     static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: payload)
+            return try PayloadDecoder.decode(T.self, from: payload)
         } catch let error as DecodingError {
             throw PeerKitError.payloadDecodingFailed(type: peerMessageType(of: T.self), reason: describe(error))
         } catch {

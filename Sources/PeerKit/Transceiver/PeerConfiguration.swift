@@ -48,7 +48,8 @@ public struct PeerConfiguration: Sendable {
     public var peerTimeout: Duration
     /// How long a new connection may take to complete the handshake. Defaults to 5 s.
     public var handshakeTimeout: Duration
-    /// How long a TCP connect may take. Defaults to 2 s.
+    /// How long a TCP connect may take. Defaults to 1 s, so that a peer whose link comes back is
+    /// redialled quickly rather than behind a long SYN retry.
     public var connectTimeout: Duration
     /// The back-off between attempts to reach a lost peer again.
     public var reconnectBackoff: Backoff
@@ -70,7 +71,7 @@ public struct PeerConfiguration: Sendable {
         self.heartbeatInterval = .milliseconds(500)
         self.peerTimeout = .milliseconds(2500)
         self.handshakeTimeout = .seconds(5)
-        self.connectTimeout = .seconds(2)
+        self.connectTimeout = .seconds(1)
         self.reconnectBackoff = Backoff()
         self.logger = Logger(label: "PeerKit")
         self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton

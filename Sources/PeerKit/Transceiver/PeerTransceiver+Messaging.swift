@@ -64,7 +64,9 @@ extension PeerTransceiver {
 
     /// Sends `payload` to each of `peers`.
     ///
-    /// Nothing is sent unless every peer is connected.
+    /// Nothing is sent unless every peer is connected. Returns once the payload is queued on
+    /// every connection; when a connection's socket buffer is full it first waits for it to
+    /// drain, so a loop of sends is paced by the slowest receiver.
     /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``
     ///   or ``PeerKitError/notRunning``.
     public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
@@ -77,6 +79,7 @@ extension PeerTransceiver {
         }
         let frame = try MessageCodec.encode(payload).frame()
         for connection in connections {
+            await connection.waitUntilWritable()
             connection.send(frame)
         }
     }

@@ -73,9 +73,9 @@ private struct JSONScanner {
                 }
                 skipWhitespace()
                 guard let next = peek() else { throw .malformedEnvelope("the envelope ends before its closing brace") }
+                guard next == UInt8(ascii: "}") || next == UInt8(ascii: ",") else { throw unexpected(next, expecting: "',' or '}'") }
                 index += 1
                 if next == UInt8(ascii: "}") { break }
-                guard next == UInt8(ascii: ",") else { throw unexpected(next, expecting: "',' or '}'") }
             }
         }
         skipWhitespace()
@@ -118,9 +118,9 @@ private struct JSONScanner {
                 try skipValue(depth: depth + 1)
                 skipWhitespace()
                 guard let next = peek() else { throw .malformedEnvelope("an object ends before its closing brace") }
+                guard next == UInt8(ascii: "}") || next == UInt8(ascii: ",") else { throw unexpected(next, expecting: "',' or '}'") }
                 index += 1
                 if next == UInt8(ascii: "}") { return }
-                guard next == UInt8(ascii: ",") else { throw unexpected(next, expecting: "',' or '}'") }
             }
         case UInt8(ascii: "["):
             index += 1
@@ -131,9 +131,9 @@ private struct JSONScanner {
                 try skipValue(depth: depth + 1)
                 skipWhitespace()
                 guard let next = peek() else { throw .malformedEnvelope("an array ends before its closing bracket") }
+                guard next == UInt8(ascii: "]") || next == UInt8(ascii: ",") else { throw unexpected(next, expecting: "',' or ']'") }
                 index += 1
                 if next == UInt8(ascii: "]") { return }
-                guard next == UInt8(ascii: ",") else { throw unexpected(next, expecting: "',' or ']'") }
             }
         case UInt8(ascii: "t"): try skipLiteral("true")
         case UInt8(ascii: "f"): try skipLiteral("false")

@@ -1,0 +1,140 @@
+/// A keyed container over an object's indexed keys; values are decoded when asked for.
+struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: JSONValueDecoder
+    let entries: [JSONKeyedEntry]
+
+    var codingPath: [any CodingKey] { decoder.codingPath }
+
+    var allKeys: [Key] {
+        entries.compactMap { entry in
+            (try? decoder.reader.string(at: entry.keyStart, path: codingPath)).flatMap(Key.init(stringValue:))
+        }
+    }
+
+    func contains(_ key: Key) -> Bool { valueOffset(for: key) != nil }
+
+    /// Where the value of `key` starts; the first one wins when a key repeats, as in JSONDecoder.
+    private func valueOffset(for key: Key) -> Int? {
+        let reader = decoder.reader
+        let name = key.stringValue
+        for entry in entries {
+            let raw = reader.bytes[(entry.keyStart + 1)..<(entry.keyEnd - 1)]
+            if raw.contains(UInt8(ascii: "\\")) {
+                if (try? reader.string(at: entry.keyStart, path: codingPath)) == name { return entry.value }
+            } else if reader.keyMatches(at: entry.keyStart, end: entry.keyEnd, name) {
+                return entry.value
+            }
+        }
+        return nil
+    }
+
+    private func child(_ key: Key) throws -> JSONValueDecoder {
+        guard let offset = valueOffset(for: key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value associated with key \(key.stringValue)."))
+        }
+        return decoder.child(at: offset, key: key)
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try child(key).decode(type) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try child(key).decode(type) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try child(key).decode(type) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try child(key).decode(type) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try child(key).decode(type) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try child(key).decode(type) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try child(key).decode(type) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try child(key).decode(type) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try child(key).decode(type) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try child(key).decode(type) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try child(key).decode(type) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try child(key).decode(type) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try child(key).decode(type) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try child(key).decode(type) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decodeValue(type) }
+
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        guard let offset = valueOffset(for: key) else { return nil }
+        let value = decoder.child(at: offset, key: key)
+        return value.decodeNil() ? nil : try value.decodeValue(type)
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        try child(key).container(keyedBy: type)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        try child(key).unkeyedContainer()
+    }
+
+    func superDecoder() throws -> any Decoder {
+        guard let offset = entries.first(where: { decoder.reader.keyMatches(at: $0.keyStart, end: $0.keyEnd, "super") })?.value else {
+            throw DecodingError.keyNotFound(JSONIndexKey.super, .init(codingPath: codingPath, debugDescription: "No value associated with key super."))
+        }
+        return decoder.child(at: offset, key: JSONIndexKey.super)
+    }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder { try child(key) }
+}
+
+/// An unkeyed container over an array's element offsets.
+struct JSONUnkeyedContainer: UnkeyedDecodingContainer {
+    let decoder: JSONValueDecoder
+    let elements: [Int]
+    private(set) var currentIndex = 0
+
+    init(decoder: JSONValueDecoder, elements: [Int]) {
+        self.decoder = decoder
+        self.elements = elements
+    }
+
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var count: Int? { elements.count }
+    var isAtEnd: Bool { currentIndex >= elements.count }
+
+    private func current<T>(_ type: T.Type) throws -> JSONValueDecoder {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(type, .init(codingPath: codingPath + [JSONIndexKey(intValue: currentIndex)], debugDescription: "Unkeyed container is at end."))
+        }
+        return decoder.child(at: elements[currentIndex], key: JSONIndexKey(intValue: currentIndex))
+    }
+
+    private mutating func next<T>(_ decode: (JSONValueDecoder) throws -> T) throws -> T {
+        let value = try decode(try current(T.self))
+        currentIndex += 1
+        return value
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard try current(Never.self).decodeNil() else { return false }
+        currentIndex += 1
+        return true
+    }
+
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try next { try $0.decode(type) } }
+    mutating func decode(_ type: String.Type) throws -> String { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Double.Type) throws -> Double { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Float.Type) throws -> Float { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Int.Type) throws -> Int { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try next { try $0.decode(type) } }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next { try $0.decode(type) } }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next { try $0.decode(type) } }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next { try $0.decodeValue(type) } }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next { try $0.container(keyedBy: type) }
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try next { try $0.unkeyedContainer() }
+    }
+
+    mutating func superDecoder() throws -> any Decoder {
+        try next { $0 }
+    }
+}

@@ -1,0 +1,207 @@
+import Foundation
+
+/// The `Decoder` (and single-value container) for the JSON value at one offset.
+struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
+    let reader: JSONReader
+    /// Where the value starts (no leading whitespace).
+    let offset: Int
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    // MARK: Decoder
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        try expect(UInt8(ascii: "{"), [String: Any].self)
+        return KeyedDecodingContainer(JSONKeyedContainer<Key>(decoder: self, entries: try objectEntries()))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try expect(UInt8(ascii: "["), [Any].self)
+        return JSONUnkeyedContainer(decoder: self, elements: try arrayElements())
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
+
+    /// A decoder for the value at `offset`, one key deeper.
+    func child(at offset: Int, key: any CodingKey) -> JSONValueDecoder {
+        JSONValueDecoder(reader: reader, offset: offset, codingPath: codingPath + [key])
+    }
+
+    // MARK: Values
+
+    /// Decodes `T`, with `JSONDecoder`'s default treatment of the Foundation types it special-cases.
+    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        switch type {
+        case is String.Type: if let value = try decode(String.self) as? T { return value }
+        case is Int.Type: if let value = try decode(Int.self) as? T { return value }
+        case is Double.Type: if let value = try decode(Double.self) as? T { return value }
+        case is Bool.Type: if let value = try decode(Bool.self) as? T { return value }
+        case is Data.Type:
+            let text = try decode(String.self)
+            guard let data = Data(base64Encoded: text) else { throw corrupted("Encountered Data is not valid Base64.") }
+            if let value = data as? T { return value }
+        case is Date.Type:
+            if let value = Date(timeIntervalSinceReferenceDate: try decode(Double.self)) as? T { return value }
+        case is URL.Type:
+            let text = try decode(String.self)
+            guard let url = URL(string: text) else { throw corrupted("Invalid URL string.") }
+            if let value = url as? T { return value }
+        case is Decimal.Type:
+            let text = try numberText(Decimal.self)
+            guard let decimal = Decimal(string: text) else { throw corrupted("Parsed JSON number <\(text)> is not a valid Decimal.") }
+            if let value = decimal as? T { return value }
+        default:
+            break
+        }
+        return try T(from: self)
+    }
+
+    func decodeNil() -> Bool {
+        reader.byte(at: offset) == UInt8(ascii: "n")
+    }
+
+    func decode(_ type: Bool.Type) throws -> Bool {
+        switch reader.byte(at: offset) {
+        case UInt8(ascii: "t"): return true
+        case UInt8(ascii: "f"): return false
+        default: throw mismatch(Bool.self)
+        }
+    }
+
+    func decode(_ type: String.Type) throws -> String {
+        guard reader.byte(at: offset) == UInt8(ascii: "\"") else { throw mismatch(String.self) }
+        return try reader.string(at: offset, path: codingPath)
+    }
+
+    func decode(_ type: Double.Type) throws -> Double { try floatingPoint(Double.self) }
+    func decode(_ type: Float.Type) throws -> Float { try floatingPoint(Float.self) }
+    func decode(_ type: Int.Type) throws -> Int { try integer(Int.self) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try integer(Int8.self) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try integer(Int16.self) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try integer(Int32.self) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try integer(Int64.self) }
+    func decode(_ type: UInt.Type) throws -> UInt { try integer(UInt.self) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(UInt8.self) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(UInt16.self) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(UInt32.self) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(UInt64.self) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decodeValue(type) }
+
+    // MARK: Numbers
+
+    private func numberText<T>(_ type: T.Type) throws -> String {
+        guard let first = reader.byte(at: offset), first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+            throw mismatch(T.self)
+        }
+        let end = try reader.numberEnd(at: offset)
+        return String(decoding: UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: UTF8.self)
+    }
+
+    private func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
+        guard let first = reader.byte(at: offset), first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+            throw mismatch(T.self)
+        }
+        var index = offset
+        let negative = first == UInt8(ascii: "-")
+        if negative { index += 1 }
+        var value: T = 0
+        var overflow = false
+        while let byte = reader.byte(at: index), byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
+            let digit = T(byte - UInt8(ascii: "0"))
+            let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+            let (next, o2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
+            overflow = overflow || o1 || o2
+            value = next
+            index += 1
+        }
+        if let byte = reader.byte(at: index), byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
+            // 1.0 or 1e3: accept when it is a whole number that fits, as JSONDecoder does.
+            let text = try numberText(T.self)
+            guard let double = Double(text), let exact = T(exactly: double) else {
+                throw corrupted("Parsed JSON number <\(text)> does not fit in \(T.self).")
+            }
+            return exact
+        }
+        guard !overflow else { throw corrupted("Parsed JSON number <\((try? numberText(T.self)) ?? "?")> does not fit in \(T.self).") }
+        return value
+    }
+
+    private func floatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(_ type: T.Type) throws -> T {
+        let text = try numberText(T.self)
+        guard let value = T(text), value.isFinite else {
+            throw corrupted("Parsed JSON number <\(text)> does not fit in \(T.self).")
+        }
+        return value
+    }
+
+    // MARK: Containers
+
+    private func expect<T>(_ opening: UInt8, _ type: T.Type) throws {
+        guard reader.byte(at: offset) == opening else { throw mismatch(type) }
+    }
+
+    /// Each key of the object at `offset` (as byte offsets of its quotes) and where its value starts.
+    private func objectEntries() throws -> [JSONKeyedEntry] {
+        var entries: [JSONKeyedEntry] = []
+        var index = reader.skipWhitespace(from: offset + 1)
+        if reader.byte(at: index) == UInt8(ascii: "}") { return entries }
+        while true {
+            let keyStart = index
+            let keyEnd = try reader.stringEnd(at: keyStart)
+            index = reader.skipWhitespace(from: keyEnd)
+            index = reader.skipWhitespace(from: index + 1) // ':'
+            entries.append(JSONKeyedEntry(keyStart: keyStart, keyEnd: keyEnd, value: index))
+            index = reader.skipWhitespace(from: try reader.skipValue(at: index, depth: 0))
+            guard reader.byte(at: index) == UInt8(ascii: ",") else { return entries }
+            index = reader.skipWhitespace(from: index + 1)
+        }
+    }
+
+    private func arrayElements() throws -> [Int] {
+        var elements: [Int] = []
+        var index = reader.skipWhitespace(from: offset + 1)
+        if reader.byte(at: index) == UInt8(ascii: "]") { return elements }
+        while true {
+            elements.append(index)
+            index = reader.skipWhitespace(from: try reader.skipValue(at: index, depth: 0))
+            guard reader.byte(at: index) == UInt8(ascii: ",") else { return elements }
+            index = reader.skipWhitespace(from: index + 1)
+        }
+    }
+
+    // MARK: Errors
+
+    func mismatch<T>(_ type: T.Type) -> DecodingError {
+        let found: String
+        switch reader.byte(at: offset) {
+        case UInt8(ascii: "n"):
+            return .valueNotFound(type, .init(codingPath: codingPath, debugDescription: "Expected \(type) value but found null instead."))
+        case UInt8(ascii: "\""): found = "a string"
+        case UInt8(ascii: "{"): found = "a dictionary"
+        case UInt8(ascii: "["): found = "an array"
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): found = "a bool"
+        default: found = "a number"
+        }
+        return .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "Expected to decode \(type) but found \(found) instead."))
+    }
+
+    func corrupted(_ description: String) -> DecodingError {
+        .dataCorrupted(.init(codingPath: codingPath, debugDescription: description))
+    }
+}
+
+/// One key of an object and where its value starts.
+struct JSONKeyedEntry {
+    var keyStart: Int
+    var keyEnd: Int
+    var value: Int
+}
+
+/// A coding key for array elements and `super`.
+struct JSONIndexKey: CodingKey {
+    var stringValue: String
+    var intValue: Int?
+    init(stringValue: String) { self.stringValue = stringValue; self.intValue = nil }
+    init(intValue: Int) { self.stringValue = "Index \(intValue)"; self.intValue = intValue }
+    static let `super` = JSONIndexKey(stringValue: "super")
+}

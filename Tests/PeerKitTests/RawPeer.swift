@@ -1,0 +1,64 @@
+import NIOCore
+import NIOPosix
+@testable import PeerKit
+
+/// A hand-driven TCP peer for tests: writes whatever bytes a test wants (good frames, bad ones)
+/// and reads back the frames it receives.
+final class RawPeer {
+    let channel: any Channel
+    private var frames: AsyncStream<ByteBuffer>.AsyncIterator
+
+    /// Hands each decoded frame to a stream, and ends it when the connection closes.
+    private final class Collector: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let continuation: AsyncStream<ByteBuffer>.Continuation
+        init(_ continuation: AsyncStream<ByteBuffer>.Continuation) { self.continuation = continuation }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { continuation.yield(unwrapInboundIn(data)) }
+        func channelInactive(context: ChannelHandlerContext) { continuation.finish() }
+        func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+    }
+
+    /// Connects to `endpoint`; received frames are split with PeerKit's frame decoder.
+    init(connectingTo endpoint: PeerEndpoint) async throws {
+        let (stream, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+        channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1 << 24)))
+                    try channel.pipeline.syncOperations.addHandler(Collector(continuation))
+                }
+            }
+            .connect(host: endpoint.host, port: endpoint.port)
+            .get()
+        frames = stream.makeAsyncIterator()
+    }
+
+    /// Writes raw bytes.
+    func write(_ bytes: ByteBuffer) async throws {
+        try await channel.writeAndFlush(bytes)
+    }
+
+    /// Writes one frame with `json` as its body.
+    func send(_ json: String) async throws {
+        try await write(.frame(json))
+    }
+
+    /// Sends a valid hello.
+    func sayHello(serviceType: String, peerID: String = "raw-peer", name: String = "raw") async throws {
+        try await write(ConnectionStateMachine.ControlFrame.hello(Hello(peerID: peerID, name: name, serviceType: serviceType, discoveryInfo: nil)).encode())
+    }
+
+    /// The next frame's body whose text does not start with one of `prefixes` (pings, by
+    /// default), or nil when the connection closed.
+    func nextFrame(skipping prefixes: [String] = [#"{"type":"peerkit.ping""#]) async -> String? {
+        while let frame = await frames.next() {
+            let text = String(buffer: frame)
+            if !prefixes.contains(where: text.hasPrefix) { return text }
+        }
+        return nil
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+@testable import PeerKit
+
+/// The directory holding the built executables: `PEERKIT_BIN_DIR` (set by `make test`), or
+/// `.build/debug` beside this package.
+func binaryDirectory() -> URL {
+    if let directory = ProcessInfo.processInfo.environment["PEERKIT_BIN_DIR"], !directory.isEmpty {
+        return URL(fileURLWithPath: directory)
+    }
+    return URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent(".build/debug")
+}
+
+/// A `peerkit-node` process whose JSON lines the test reads and whose stdin it writes.
+final class NodeProcess: Sendable {
+    let process: Process
+    private let input: FileHandle
+    let lines: AsyncStream<[String: any Sendable]>
+
+    init(arguments: [String], environment: [String: String] = [:]) throws {
+        let executable = binaryDirectory().appendingPathComponent("peerkit-node")
+        guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+            throw TimedOut(what: "peerkit-node at \(executable.path); build it with `swift build` (make test does)")
+        }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let stdin = Pipe(), stdout = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        let (lines, continuation) = AsyncStream.makeStream(of: [String: any Sendable].self)
+        let reader = stdout.fileHandleForReading
+        let buffer = LineBuffer()
+        reader.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                reader.readabilityHandler = nil
+                continuation.finish()
+                return
+            }
+            for line in buffer.append(data) {
+                if let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any] {
+                    continuation.yield(object.mapValues { "\($0)" as any Sendable }.merging(Self.flatten(object)) { $1 })
+                }
+            }
+        }
+        try process.run()
+        self.process = process
+        self.input = stdin.fileHandleForWriting
+        self.lines = lines
+    }
+
+    /// `peer.name` and similar nested keys as flat strings.
+    private static func flatten(_ object: [String: Any]) -> [String: any Sendable] {
+        var flat: [String: any Sendable] = [:]
+        for (key, value) in object {
+            if let nested = value as? [String: Any] {
+                for (nestedKey, nestedValue) in nested { flat["\(key).\(nestedKey)"] = "\(nestedValue)" }
+            }
+        }
+        return flat
+    }
+
+    func command(_ line: String) {
+        input.write(Data((line + "\n").utf8))
+    }
+
+    /// The first line whose `event` is `event` and whose keys match `fields`.
+    func next(_ event: String, _ fields: [String: String] = [:], within seconds: Double = 20) async throws -> [String: any Sendable] {
+        let lines = lines
+        return try await within(seconds, "peerkit-node to print \(event) \(fields)") {
+            for await line in lines where (line["event"] as? String) == event {
+                if fields.allSatisfy({ (line[$0.key] as? String) == $0.value }) { return line }
+            }
+            throw TimedOut(what: "\(event) (peerkit-node exited)")
+        }
+    }
+
+    /// Ends the process by its PID if it is still running.
+    func terminate() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
+
+/// Splits data into lines across reads.
+final class LineBuffer: @unchecked Sendable {
+    // Only the stdout readability handler uses it, and Foundation calls that handler serially.
+    private var pending = Data()
+
+    func append(_ data: Data) -> [Data] {
+        pending.append(data)
+        var lines: [Data] = []
+        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+            lines.append(pending[pending.startIndex..<newline])
+            pending = pending[pending.index(after: newline)...]
+        }
+        return lines
+    }
+}
+
+/// What peerkit-node sends and prints.
+struct NodeMessage: Codable, Sendable, Equatable { var text: String }
+
+@Suite("Two processes")
+struct CrossProcessTests {
+    @Test("a transceiver and a peerkit-node process exchange messages both ways over TCP")
+    func exchange() async throws {
+        let serviceType = randomServiceType()
+        let local = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "test-process"))
+        try await local.start()
+        defer { local.stop() }
+        let inbox = Inbox<String>()
+        local.receive(NodeMessage.self) { message, sender in inbox.put("\(sender.name): \(message.text)") }
+
+        let node = try NodeProcess(arguments: ["--service-type", serviceType, "--name", "node", "--listen-host", "127.0.0.1", "--static", try endpoint(of: local).description])
+        defer { node.terminate() }
+        _ = try await node.next("peerConnected", ["peer.name": "test-process"])
+        let peer = try await local.waitForPeer(timeout: .seconds(20)) { $0.name == "node" }
+
+        node.command("broadcast hello from the other process")
+        #expect(try await inbox.take(1) == ["node: hello from the other process"])
+        try await local.send(NodeMessage(text: "hello back"), to: [peer])
+        let message = try await node.next("message")
+        #expect(message["text"] as? String == "hello back")
+        #expect(message["from.name"] as? String == "test-process")
+
+        // A graceful quit is seen as a disconnect without an error.
+        let events = local.events()
+        node.command("quit")
+        let event = try await nextEvent(events, "peerDisconnected") { if case .peerDisconnected = $0 { return true } else { return false } }
+        #expect(event == .peerDisconnected(Peer(id: peer.id, name: "node", isConnected: false), reason: nil))
+        node.process.waitUntilExit()
+        #expect(node.process.terminationStatus == 0)
+    }
+}

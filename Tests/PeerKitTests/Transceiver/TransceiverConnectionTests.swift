@@ -1,0 +1,273 @@
+import Foundation
+import NIOCore
+import Testing
+@testable import PeerKit
+
+@Suite("Transceiver connections over loopback TCP")
+struct TransceiverConnectionTests {
+    @Test("when two peers dial each other, both keep the one connection dialled by the smaller peer ID, with no flapping")
+    func tieBreak() async throws {
+        let serviceType = randomServiceType()
+        let discoveryA = ManualDiscovery(), discoveryB = ManualDiscovery()
+        let a = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "a", discovery: discoveryA))
+        let b = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "b", discovery: discoveryB))
+        defer { a.stop(); b.stop() }
+        try await a.start()
+        try await b.start()
+        let eventsA = a.events(), eventsB = b.events()
+        // Both find each other at the same moment and dial.
+        try discoveryA.found(b)
+        try discoveryB.found(a)
+        _ = try await a.waitForPeer(timeout: .seconds(20))
+        _ = try await b.waitForPeer(timeout: .seconds(20))
+        // The losing connection closes; then each side holds exactly one, and it is the same TCP connection.
+        try await within(20, "one connection per side") {
+            while a.session?.manager.openConnectionCount() != 1 || b.session?.manager.openConnectionCount() != 1 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        let connectionA = try #require(a.session?.manager.activeConnections().first)
+        let connectionB = try #require(b.session?.manager.activeConnections().first)
+        #expect(connectionA.channel.localAddress == connectionB.channel.remoteAddress)
+        let smallerDialled: TieBreak.Direction = a.peerID.utf8.lexicographicallyPrecedes(b.peerID.utf8) ? .outbound : .inbound
+        #expect(connectionA.direction == smallerDialled)
+        // Messages flow, and neither side ever saw the peer disconnect.
+        let inbox = Inbox<String>()
+        b.receive(Note.self) { note in inbox.put(note.text) }
+        a.broadcast(Note(text: "after tie-break"))
+        #expect(try await inbox.take(1) == ["after tie-break"])
+        a.stop(); b.stop()
+        for events in [eventsA, eventsB] {
+            var connects = 0, disconnects = 0
+            for await event in events {
+                if case .peerConnected = event { connects += 1 }
+                if case .peerDisconnected = event { disconnects += 1 }
+                if case .stopped = event { break }
+            }
+            #expect(connects == 1)
+            #expect(disconnects == 1) // the one at stop()
+        }
+    }
+
+    @Test("a peer that stops gracefully is reported disconnected and removed, without an error")
+    func gracefulStop() async throws {
+        let (hub, spokes) = try await connectedStar(spokes: 1)
+        defer { hub.stop() }
+        let events = hub.events()
+        spokes[0].stop()
+        let disconnected = try await nextEvent(events, "peerDisconnected") {
+            if case .peerDisconnected = $0 { return true } else { return false }
+        }
+        #expect(disconnected == .peerDisconnected(Peer(id: spokes[0].peerID, name: "spoke0", isConnected: false), reason: nil))
+        if case let .peerDisconnected(peer, _) = disconnected { #expect(!peer.isConnected) }
+        _ = try await nextEvent(events, "peerRemoved") { if case .peerRemoved = $0 { return true } else { return false } }
+        #expect(hub.availablePeers.isEmpty)
+    }
+
+    @Test("a peer that goes silent is disconnected by the heartbeat and reported with the reason")
+    func silentPeerExpires() async throws {
+        let serviceType = randomServiceType()
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "watcher")
+        configuration.heartbeatInterval = .milliseconds(100)
+        configuration.peerTimeout = .milliseconds(600)
+        let watcher = PeerTransceiver(configuration: configuration)
+        try await watcher.start()
+        defer { watcher.stop() }
+        let events = watcher.events()
+        let raw = try await RawPeer(connectingTo: try endpoint(of: watcher))
+        defer { raw.close() }
+        try await raw.sayHello(serviceType: serviceType)
+        _ = try await nextEvent(events, "peerConnected") { if case .peerConnected = $0 { return true } else { return false } }
+        // The raw peer reads the pings but never answers.
+        #expect(await raw.nextFrame(skipping: [#"{"type":"peerkit.hello""#]) == #"{"type":"peerkit.ping","id":"ping-1","payload":{}}"#)
+        let event = try await nextEvent(events, "peerDisconnected") { if case .peerDisconnected = $0 { return true } else { return false } }
+        guard case let .peerDisconnected(peer, reason) = event, case let .peerTimedOut(name, silence)? = reason else {
+            Issue.record("expected a timeout, got \(event)")
+            return
+        }
+        #expect(peer.name == "raw")
+        #expect(name.contains("raw"))
+        #expect(silence >= .milliseconds(600))
+    }
+
+    @Test("a misbehaving peer is disconnected with peerkit.error while other peers carry on", arguments: [
+        "oversized", "garbage", "not-an-object", "hello-flood", "wrong-service-type",
+    ])
+    func misbehavingPeer(kind: String) async throws {
+        let serviceType = randomServiceType()
+        let (hub, spokes) = try await connectedStar(spokes: 1, serviceType: serviceType)
+        defer { hub.stop(); spokes.forEach { $0.stop() } }
+        let raw = try await RawPeer(connectingTo: try endpoint(of: hub))
+        defer { raw.close() }
+        let expectedReason: String
+        switch kind {
+        case "oversized":
+            try await raw.sayHello(serviceType: serviceType)
+            var huge = ByteBuffer()
+            huge.writeInteger(UInt32.max)
+            try await raw.write(huge)
+            expectedReason = "Closing the connection: a frame of 4294967295 bytes exceeds the 16777216-byte limit."
+        case "garbage":
+            try await raw.write(ByteBuffer(bytes: [0, 0, 0, 3, 0xFF, 0xFE, 0xFD]))
+            expectedReason = "Closing the connection: the envelope is not a JSON object."
+        case "not-an-object":
+            try await raw.sayHello(serviceType: serviceType)
+            try await raw.send(#"["type","payload"]"#)
+            expectedReason = "Closing the connection: the envelope is not a JSON object."
+        case "hello-flood":
+            var flood = ByteBuffer()
+            for _ in 0..<100 {
+                flood.writeImmutableBuffer(ConnectionStateMachine.ControlFrame.hello(Hello(peerID: "raw-peer", name: "raw", serviceType: serviceType, discoveryInfo: nil)).encode())
+            }
+            try await raw.write(flood)
+            expectedReason = "Closing the connection: a second peerkit.hello arrived after the handshake."
+        default:
+            try await raw.sayHello(serviceType: "other")
+            expectedReason = "Closing the connection: the peer's service type is \"other\", not \"\(serviceType)\"."
+        }
+        let error = await raw.nextFrame(skipping: [#"{"type":"peerkit.hello""#, #"{"type":"peerkit.ping""#])
+        #expect(error == #"{"type":"peerkit.error","payload":{"reason":"\#(expectedReason.replacingOccurrences(of: "\"", with: "\\\""))"}}"#)
+        #expect(await raw.nextFrame() == nil, "the connection is closed")
+        // The well-behaved spoke still talks to the hub.
+        let inbox = Inbox<String>()
+        hub.receive(Note.self) { note in inbox.put(note.text) }
+        spokes[0].broadcast(Note(text: "still here"))
+        #expect(try await inbox.take(1) == ["still here"])
+        #expect(hub.connectedPeers.map(\.name) == ["spoke0"])
+    }
+
+    @Test("a message of an unknown type or a wrong payload gets an error reply when it has an id, and the connection stays open")
+    func badMessages() async throws {
+        let serviceType = randomServiceType()
+        let hub = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "hub"))
+        try await hub.start()
+        defer { hub.stop() }
+        hub.respond(to: Question.self) { question, _ in Answer(text: question.text, from: "hub") }
+        let raw = try await RawPeer(connectingTo: try endpoint(of: hub))
+        defer { raw.close() }
+        try await raw.sayHello(serviceType: serviceType)
+        #expect(await raw.nextFrame()?.hasPrefix(#"{"type":"peerkit.hello""#) == true)
+
+        try await raw.send(#"{"type":"Unknown","id":"1","payload":{}}"#)
+        #expect(await raw.nextFrame() == #"{"type":"peerkit.error","replyTo":"1","payload":{"reason":"No handler for type Unknown."}}"#)
+        try await raw.send(#"{"type":"Unknown","payload":{}}"#) // no id: logged and dropped
+        try await raw.send(#"{"type":"Question","id":"2","payload":{"txt":"x"}}"#)
+        #expect(await raw.nextFrame() == #"{"type":"peerkit.error","replyTo":"2","payload":{"reason":"The payload of a Question message could not be decoded: the key \"text\" is missing from the payload."}}"#)
+        try await raw.send(#"{"type":"Question","id":"3","payload":{"text":"ok"},"future":true}"#)
+        // The payload's key order is JSONEncoder's choice, so compare decoded values.
+        let reply = try EnvelopeParser.parse(ByteBuffer(string: try #require(await raw.nextFrame())))
+        #expect(reply.type == "Answer")
+        #expect(reply.replyTo == "3")
+        #expect(try MessageCodec.decode(Answer.self, from: reply.payload) == Answer(text: "ok", from: "hub"))
+        try await raw.send(#"{"type":"peerkit.ping","id":"p1","payload":{}}"#)
+        #expect(await raw.nextFrame() == #"{"type":"peerkit.pong","replyTo":"p1","payload":{}}"#)
+    }
+
+    @Test("a lost peer that comes back on its address is redialled")
+    func redial() async throws {
+        let serviceType = randomServiceType()
+        let first = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "server"))
+        try await first.start()
+        let port = try #require(first.listeningPort)
+        var clientConfiguration = loopbackConfiguration(serviceType: serviceType, name: "client", peers: [PeerEndpoint(host: "127.0.0.1", port: port)])
+        clientConfiguration.advertises = false
+        let client = PeerTransceiver(configuration: clientConfiguration)
+        try await client.start()
+        defer { client.stop() }
+        let events = client.events()
+        _ = try await client.waitForPeer(timeout: .seconds(20))
+        first.stop()
+        _ = try await nextEvent(events, "peerDisconnected") { if case .peerDisconnected = $0 { return true } else { return false } }
+
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "server again")
+        configuration.listenPort = port
+        let second = PeerTransceiver(configuration: configuration)
+        try await second.start()
+        defer { second.stop() }
+        let event = try await nextEvent(events, "peerConnected again") { if case .peerConnected = $0 { return true } else { return false } }
+        #expect(event == .peerConnected(Peer(id: second.peerID, name: "server again", isConnected: true)))
+    }
+
+    @Test("an invalid service type is a clear error from start(), and an error event from resume()")
+    func invalidServiceType() async throws {
+        let transceiver = PeerTransceiver(serviceType: "Bad_Type")
+        let expected = PeerKitError.invalidServiceType("Bad_Type", reason: "it contains \"B\", and only lowercase letters, digits and '-' are allowed")
+        await #expect(throws: expected) { try await transceiver.start() }
+        let events = transceiver.events()
+        transceiver.resume()
+        #expect(try await nextEvent(events, "an error event") { if case .error = $0 { return true } else { return false } } == .error(expected))
+    }
+
+    @Test("waiting for a peer times out with a sentence naming the service type")
+    func waitTimesOut() async throws {
+        let transceiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: "lonely", name: "alone"))
+        try await transceiver.start()
+        defer { transceiver.stop() }
+        let error = await #expect(throws: PeerKitError.self) { try await transceiver.waitForPeer(timeout: .milliseconds(200)) }
+        #expect(error?.description == "No peer of service type \"lonely\" connected within 0.2 s. Check that a peer is running and advertising that service type, and that avahi-daemon is running.")
+    }
+
+    @Test("waiting for a peer fails at once when discovery cannot work")
+    func waitFailsFastOnDiscoveryFailure() async throws {
+        let discovery = ManualDiscovery()
+        let transceiver = PeerTransceiver(configuration: manualConfiguration(serviceType: randomServiceType(), name: "x", discovery: discovery))
+        try await transceiver.start()
+        defer { transceiver.stop() }
+        let failure = PeerKitError.discoveryUnavailable(serviceType: "x", reason: "avahi-daemon is not running")
+        let waiting = Task { try await transceiver.waitForPeer(timeout: .seconds(60)) }
+        discovery.inject(.failed(failure))
+        let started = ContinuousClock.now
+        await #expect(throws: failure) { _ = try await waiting.value }
+        #expect(ContinuousClock.now - started < .seconds(30))
+        // Once failed, later waits fail at once too.
+        await #expect(throws: failure) { _ = try await transceiver.waitForPeer(timeout: .seconds(60)) }
+    }
+
+    @Test("discovery is started with the listening port, peer ID, name and TXT record; browse-only sends no port")
+    func discoveryRequest() async throws {
+        let serviceType = randomServiceType()
+        let discovery = ManualDiscovery()
+        var configuration = manualConfiguration(serviceType: serviceType, name: "Kitchen", discovery: discovery)
+        configuration.discoveryInfo = ["role": "store"]
+        let transceiver = PeerTransceiver(configuration: configuration)
+        try await transceiver.start()
+        #expect(discovery.startRequests == [DiscoveryRequest(
+            serviceType: serviceType, peerID: transceiver.peerID, peerName: "Kitchen",
+            port: transceiver.listeningPort, txtRecord: ["role": "store", "peerid": transceiver.peerID, "proto": "1"]
+        )])
+        transceiver.stop()
+
+        let browser = ManualDiscovery()
+        var browseOnly = manualConfiguration(serviceType: serviceType, name: "ctl", discovery: browser)
+        browseOnly.advertises = false
+        let client = PeerTransceiver(configuration: browseOnly)
+        try await client.start()
+        defer { client.stop() }
+        #expect(client.listeningPort == nil)
+        #expect(browser.startRequests.first?.port == nil)
+    }
+
+    @Test("a discovered peer is available before it connects, and removed when discovery loses it")
+    func discoveredAvailability() async throws {
+        let serviceType = randomServiceType()
+        let discovery = ManualDiscovery()
+        let watcher = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "watcher", discovery: discovery))
+        try await watcher.start()
+        defer { watcher.stop() }
+        let events = watcher.events()
+        // A service nobody listens on: found, available, not connected.
+        discovery.inject(.found(DiscoveredService(key: "ghost", name: "Ghost", peerID: "ghost-id", endpoints: [PeerEndpoint(host: "127.0.0.1", port: 1)], txtRecord: ["peerid": "ghost-id", "proto": "1", "role": "x"])))
+        let added = try await nextEvent(events, "peerAdded") { if case .peerAdded = $0 { return true } else { return false } }
+        #expect(added == .peerAdded(Peer(id: "ghost-id", name: "Ghost", discoveryInfo: ["role": "x"], isConnected: false)))
+        #expect(watcher.availablePeers.map(\.name) == ["Ghost"])
+        #expect(watcher.connectedPeers.isEmpty)
+        discovery.inject(.lost(key: "ghost"))
+        _ = try await nextEvent(events, "peerRemoved") { if case .peerRemoved = $0 { return true } else { return false } }
+        #expect(watcher.availablePeers.isEmpty)
+        // Our own advertisement is ignored.
+        try discovery.found(watcher)
+        discovery.inject(.found(DiscoveredService(key: "marker", name: "Marker", peerID: "m", endpoints: [PeerEndpoint(host: "127.0.0.1", port: 1)], txtRecord: [:])))
+        let next = try await nextEvent(events, "the marker") { if case .peerAdded = $0 { return true } else { return false } }
+        #expect(next == .peerAdded(Peer(id: "m", name: "Marker", isConnected: false)))
+    }
+}

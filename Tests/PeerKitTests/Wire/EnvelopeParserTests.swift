@@ -1,0 +1,100 @@
+import NIOCore
+import Testing
+@testable import PeerKit
+
+@Suite("Envelope parsing")
+struct EnvelopeParserTests {
+    private func parse(_ json: String) throws -> Envelope {
+        try EnvelopeParser.parse(ByteBuffer(string: json))
+    }
+
+    private func parseError(_ bytes: [UInt8]) -> WireError? {
+        do {
+            _ = try EnvelopeParser.parse(ByteBuffer(bytes: bytes))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("an envelope's type, id, replyTo and raw payload are read")
+    func readsEveryKey() throws {
+        let envelope = try parse(#"{"type":"AddItemCommand","id":"7","replyTo":"3","payload":{"title":"Milk","tags":[1,2.5e3,true,null]}}"#)
+        #expect(envelope.type == "AddItemCommand")
+        #expect(envelope.id == "7")
+        #expect(envelope.replyTo == "3")
+        #expect(String(buffer: envelope.payload) == #"{"title":"Milk","tags":[1,2.5e3,true,null]}"#)
+    }
+
+    @Test("keys may come in any order, with whitespace, and unknown keys are ignored")
+    func keyOrderAndUnknownKeys() throws {
+        let envelope = try parse(" {\n \"payload\" : [ ] ,\"extra\":{\"deep\":[{}]}, \"type\":\"X\"\t} ")
+        #expect(envelope.type == "X")
+        #expect(envelope.id == nil)
+        #expect(String(buffer: envelope.payload) == "[ ]")
+    }
+
+    @Test("escapes in the type are decoded")
+    func escapes() throws {
+        let envelope = try parse(#"{"type":"a\"b\\c\u00e9\ud83d\ude00","payload":"x\ny"}"#)
+        #expect(envelope.type == "a\"b\\cé😀")
+    }
+
+    @Test("a payload of any JSON kind is accepted", arguments: ["{}", "[]", "\"text\"", "-0.5E-3", "true", "null", "0"])
+    func payloadKinds(payload: String) throws {
+        let envelope = try parse(#"{"type":"T","payload":"# + payload + "}")
+        #expect(String(buffer: envelope.payload) == payload)
+    }
+
+    @Test("malformed envelopes are rejected with a reason", arguments: [
+        ("", "the frame is empty"),
+        ("[1,2]", "the envelope is not a JSON object"),
+        ("\"type\"", "the envelope is not a JSON object"),
+        (#"{"payload":{}}"#, "the envelope has no \"type\""),
+        (#"{"type":"T"}"#, "the envelope has no \"payload\""),
+        (#"{"type":7,"payload":{}}"#, "the envelope's \"type\" is not a string"),
+        (#"{"type":"","payload":{}}"#, "the envelope's \"type\" is empty"),
+        (#"{"type":"T","payload":{}} x"#, "there are bytes after the envelope object"),
+        (#"{"type":"T","payload":{"a":}}"#, "unexpected '}' at offset 27 where a JSON value was expected"),
+        (#"{"type":"T","payload":[1 2]}"#, "unexpected '2' at offset 25 where ',' or ']' was expected"),
+        (#"{"type":"T","payload":tru}"#, "an invalid literal where true was expected"),
+        (#"{"type":"T","payload":01}"#, "unexpected '1' at offset 23 where ',' or '}' was expected"),
+        (#"{"type":"T","payload":"\x"}"#, "a string has an invalid escape"),
+        (#"{"type":"\ud800","payload":{}}"#, "a string has an unpaired surrogate escape"),
+        (#"{"type":"T","payload":{}"#, "the envelope ends before its closing brace"),
+        (#"{"type":"T","payload":"abc"#, "a string is not terminated"),
+    ])
+    func malformed(json: String, reason: String) {
+        #expect(parseError(Array(json.utf8)) == .malformedEnvelope(reason))
+    }
+
+    @Test("a type that is not valid UTF-8 is rejected")
+    func invalidUTF8() {
+        let bytes = Array(#"{"type":""#.utf8) + [0xFF, 0xFE] + Array(#"","payload":{}}"#.utf8)
+        #expect(parseError(bytes) == .malformedEnvelope("a string is not valid UTF-8"))
+    }
+
+    @Test("a raw control character in a string is rejected")
+    func controlCharacter() {
+        let bytes = Array(#"{"type":"a"#.utf8) + [0x01] + Array(#"","payload":{}}"#.utf8)
+        #expect(parseError(bytes) == .malformedEnvelope("a string contains a raw control character"))
+    }
+
+    @Test("nesting deeper than the limit is rejected without exhausting the stack")
+    func deepNesting() {
+        let depth = EnvelopeParser.maximumDepth + 10
+        let json = #"{"type":"T","payload":"# + String(repeating: "[", count: depth) + String(repeating: "]", count: depth) + "}"
+        #expect(parseError(Array(json.utf8)) == .malformedEnvelope("the JSON nests deeper than \(EnvelopeParser.maximumDepth) levels"))
+    }
+
+    @Test("random bytes never crash the parser")
+    func fuzz() {
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array(#"{}[]",:\ tuefalsnr0123456789.-eEtypeayloadidTX"#.utf8) + [0x00, 0xFF, 0xC3]
+        for _ in 0..<5000 {
+            let length = Int.random(in: 0..<64, using: &generator)
+            let bytes = (0..<length).map { _ in alphabet.randomElement(using: &generator) ?? 0 }
+            _ = try? EnvelopeParser.parse(ByteBuffer(bytes: bytes))
+        }
+    }
+}
