@@ -30,7 +30,7 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case peerNotConnected(peer: String)
     /// A request got no reply in time.
     case requestTimedOut(type: String, peer: String, timeout: Duration)
-    /// The connection to a peer closed while a request to it was waiting for its reply.
+    /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).
     case connectionClosed(peer: String)
     /// The remote peer answered a request with an error.
     case remoteError(reason: String, peer: String)
@@ -70,7 +70,7 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .requestTimedOut(type, peer, timeout):
             return "\(peer) did not answer the \(type) request within \(timeout.peerKitSeconds)."
         case let .connectionClosed(peer):
-            return "The connection to \(peer) closed before it answered."
+            return "The connection to \(peer) closed unexpectedly."
         case let .remoteError(reason, peer):
             return "\(peer) answered with an error: \(reason)"
         case let .unexpectedReply(expected, received, peer):

@@ -111,7 +111,7 @@ struct PeerKitNode: AsyncParsableCommand {
             case let .unknown(line):
                 output.write(["event": "error", "message": "Unknown command \"\(line)\"; use broadcast TEXT, peers or quit."])
             case .quit:
-                transceiver.stop()
+                await transceiver.shutdown()
                 // The event task ends after printing the stopped event.
                 await eventTask.value
                 return

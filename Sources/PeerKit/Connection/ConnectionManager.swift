@@ -49,6 +49,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private struct State {
         var running = false
+        /// The hello sent on new connections; its name follows the advertised instance name.
+        var localHello: Hello
         var server: (any Channel)?
         var connections: [ObjectIdentifier: PeerConnection] = [:]
         var peers: [String: PeerRecord] = [:]
@@ -59,11 +61,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private let group: any EventLoopGroup
     private let timerLoop: any EventLoop
     private let logger: Logger
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let delegateBox = NIOLockedValueBox<(any ConnectionManagerDelegate)?>(nil)
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
+        self.state = NIOLockedValueBox(State(localHello: configuration.localHello))
         self.group = group
         self.timerLoop = group.next()
         self.logger = logger
@@ -108,8 +111,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     /// Says bye to every connected peer, closes every connection and the listener, and reports
-    /// every peer disconnected and removed. Idempotent.
-    func stop() {
+    /// every peer disconnected and removed. Idempotent. Returns futures that complete when the
+    /// connections and the listener are closed.
+    @discardableResult
+    func stop() -> [EventLoopFuture<Void>] {
         let (connections, server) = state.withLockedValue { state -> ([PeerConnection], (any Channel)?) in
             guard state.running else { return ([], nil) }
             state.running = false
@@ -135,6 +140,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             connection.close(after: connection.remote != nil ? bye : nil)
         }
         server?.close(promise: nil)
+        return connections.map(\.channel.closeFuture) + (server.map { [$0.closeFuture] } ?? [])
     }
 
     // MARK: Queries
@@ -187,7 +193,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         case .recovered:
             logger.info("Discovery works again.")
         case let .advertised(name):
+            // After a name collision the instance is renamed; peers should see the name they can find.
             logger.info("Advertised as \"\(name)\".")
+            state.withLockedValue { $0.localHello.name = name }
         }
     }
 
@@ -197,7 +205,13 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
             record.service = service
-            if let peerID = service.peerID { record.peerID = peerID }
+            if let peerID = service.peerID {
+                if let previous = record.peerID, previous != peerID {
+                    // The same instance name now belongs to another peer (a restarted process).
+                    forget(serviceKey: service.key, of: previous, state: &state)
+                }
+                record.peerID = peerID
+            }
             state.services[service.key] = record
             guard let peerID = record.peerID else { return !record.dialing }
             // A peer known from its TXT record is available before it is connected.
@@ -219,15 +233,22 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         state.withLockedValue { state in
             guard let record = state.services.removeValue(forKey: key) else { return }
             record.retry?.cancel()
-            guard let peerID = record.peerID, var peer = state.peers[peerID] else { return }
-            peer.serviceKeys.remove(key)
-            if peer.isAvailable {
-                state.peers[peerID] = peer
-            } else {
-                state.peers[peerID] = nil
-                emit(.peerRemoved(peer.snapshot))
-                emit(.availablePeersChanged(Self.available(state)))
+            if let peerID = record.peerID {
+                forget(serviceKey: key, of: peerID, state: &state)
             }
+        }
+    }
+
+    /// The service `key` no longer leads to `peerID`; the peer is removed when nothing else keeps it available.
+    private func forget(serviceKey key: String, of peerID: String, state: inout State) {
+        guard var peer = state.peers[peerID] else { return }
+        peer.serviceKeys.remove(key)
+        if peer.isAvailable {
+            state.peers[peerID] = peer
+        } else {
+            state.peers[peerID] = nil
+            emit(.peerRemoved(peer.snapshot))
+            emit(.availablePeersChanged(Self.available(state)))
         }
     }
 
@@ -238,6 +259,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard state.running, var record = state.services[key], !record.dialing else { return [] }
             if let peerID = record.peerID, state.peers[peerID]?.active != nil { return [] }
             record.dialing = true
+            record.retry?.cancel()
             record.retry = nil
             state.services[key] = record
             return record.service.endpoints
@@ -295,7 +317,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private func configurePipeline(_ channel: any Channel, direction: TieBreak.Direction, serviceKey: String?) throws {
         let stateMachine = ConnectionStateMachine.Configuration(
-            localHello: configuration.localHello,
+            localHello: state.withLockedValue { $0.localHello },
             heartbeatInterval: configuration.heartbeatInterval,
             peerTimeout: configuration.peerTimeout,
             handshakeTimeout: configuration.handshakeTimeout

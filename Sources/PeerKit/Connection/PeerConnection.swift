@@ -129,14 +129,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Sends what is queued, then `lastFrame`, then closes.
-    func close(after lastFrame: ByteBuffer?) {
+    /// Sends what is queued, then `lastFrame`, then closes; closes anyway after `timeout` when the
+    /// peer does not read what is sent.
+    func close(after lastFrame: ByteBuffer?, timeout: TimeAmount = .seconds(1)) {
         channel.eventLoop.execute {
             self.drain()
             guard self.channel.isActive else { return }
             if let lastFrame {
-                self.channel.writeAndFlush(lastFrame).whenComplete { _ in
-                    self.channel.close(promise: nil)
+                let channel = self.channel
+                let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+                channel.writeAndFlush(lastFrame).whenComplete { _ in
+                    deadline.cancel()
+                    channel.close(promise: nil)
                 }
             } else {
                 self.channel.close(promise: nil)

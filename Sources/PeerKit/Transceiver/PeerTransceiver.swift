@@ -128,8 +128,21 @@ public final class PeerTransceiver: Sendable {
     /// Says bye to every peer, closes every connection, and stops advertising and browsing.
     ///
     /// Requests waiting for replies fail with ``PeerKitError/notRunning``. The transceiver can be
-    /// started again.
+    /// started again. The byes are sent in the background; a program about to exit calls
+    /// ``shutdown()`` instead, which waits for them.
     public func stop() {
+        _ = stopSession()
+    }
+
+    /// Stops like ``stop()`` and returns once every peer has been sent its bye and every
+    /// connection is closed (at most about a second for a peer that does not read).
+    public func shutdown() async {
+        for closed in stopSession() {
+            try? await closed.get()
+        }
+    }
+
+    private func stopSession() -> [EventLoopFuture<Void>] {
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             switch lifecycle {
             case .idle:
@@ -139,10 +152,11 @@ public final class PeerTransceiver: Sendable {
                 return session
             }
         }
-        guard let session else { return }
-        session.stop()
+        guard let session else { return [] }
+        let closed = session.stop()
         pending.failAll(with: PeerKitError.notRunning)
         hub.publish(.stopped)
+        return closed
     }
 
     /// The session while the transceiver runs (or starts).

@@ -91,11 +91,14 @@ final class TransceiverSession: ConnectionManagerDelegate {
     }
 
     /// Stops discovery, says bye to every peer, and ends the dispatcher after what it has queued.
-    func stop() {
+    /// Returns futures that complete when every connection and the listener are closed.
+    @discardableResult
+    func stop() -> [EventLoopFuture<Void>] {
         discovery?.stop()
-        manager.stop()
+        let closed = manager.stop()
         manager.setDelegate(nil)
         dispatcher.finish()
+        return closed
     }
 
     private func discoveryEvent(_ event: DiscoveryEvent) {

@@ -270,4 +270,39 @@ struct TransceiverConnectionTests {
         let next = try await nextEvent(events, "the marker") { if case .peerAdded = $0 { return true } else { return false } }
         #expect(next == .peerAdded(Peer(id: "m", name: "Marker", isConnected: false)))
     }
+
+    @Test("after discovery renames the advertisement (a name collision), peers see the new name")
+    func renamedAdvertisement() async throws {
+        let serviceType = randomServiceType()
+        let discovery = ManualDiscovery()
+        let renamed = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "Kitchen", discovery: discovery))
+        try await renamed.start()
+        defer { renamed.stop() }
+        discovery.inject(.advertised(name: "Kitchen #2"))
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "ctl", peers: [try endpoint(of: renamed)])
+        configuration.advertises = false
+        let client = PeerTransceiver(configuration: configuration)
+        try await client.start()
+        defer { client.stop() }
+        let peer = try await client.waitForPeer(timeout: .seconds(20))
+        #expect(peer.name == "Kitchen #2")
+    }
+
+    @Test("an instance name that comes back with another peer ID replaces the old peer instead of leaving a ghost")
+    func instanceTakenOverByNewPeer() async throws {
+        let discovery = ManualDiscovery()
+        let watcher = PeerTransceiver(configuration: manualConfiguration(serviceType: randomServiceType(), name: "watcher", discovery: discovery))
+        try await watcher.start()
+        defer { watcher.stop() }
+        let events = watcher.events()
+        func service(_ peerID: String) -> DiscoveredService {
+            DiscoveredService(key: "Kitchen", name: "Kitchen", peerID: peerID, endpoints: [PeerEndpoint(host: "127.0.0.1", port: 1)], txtRecord: ["peerid": peerID])
+        }
+        discovery.inject(.found(service("old")))
+        _ = try await nextEvent(events, "the old peer") { $0 == .peerAdded(Peer(id: "old", name: "Kitchen", isConnected: false)) }
+        discovery.inject(.found(service("new")))
+        _ = try await nextEvent(events, "the old peer's removal") { $0 == .peerRemoved(Peer(id: "old", name: "Kitchen", isConnected: false)) }
+        _ = try await nextEvent(events, "the new peer") { $0 == .peerAdded(Peer(id: "new", name: "Kitchen", isConnected: false)) }
+        #expect(watcher.availablePeers.map(\.id) == ["new"])
+    }
 }

@@ -7,7 +7,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     var allKeys: [Key] {
         entries.compactMap { entry in
-            (try? decoder.reader.string(at: entry.keyStart, path: codingPath)).flatMap(Key.init(stringValue:))
+            (try? decoder.reader.string(at: entry.keyStart)).flatMap(Key.init(stringValue:))
         }
     }
 
@@ -15,17 +15,8 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     /// Where the value of `key` starts; the first one wins when a key repeats, as in JSONDecoder.
     private func valueOffset(for key: Key) -> Int? {
-        let reader = decoder.reader
         let name = key.stringValue
-        for entry in entries {
-            let raw = reader.bytes[(entry.keyStart + 1)..<(entry.keyEnd - 1)]
-            if raw.contains(UInt8(ascii: "\\")) {
-                if (try? reader.string(at: entry.keyStart, path: codingPath)) == name { return entry.value }
-            } else if reader.keyMatches(at: entry.keyStart, end: entry.keyEnd, name) {
-                return entry.value
-            }
-        }
-        return nil
+        return entries.first { decoder.reader.nameMatches(at: $0.keyStart, end: $0.keyEnd, name) }?.value
     }
 
     private func child(_ key: Key) throws -> JSONValueDecoder {
@@ -67,7 +58,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder() throws -> any Decoder {
-        guard let offset = entries.first(where: { decoder.reader.keyMatches(at: $0.keyStart, end: $0.keyEnd, "super") })?.value else {
+        guard let offset = entries.first(where: { decoder.reader.nameMatches(at: $0.keyStart, end: $0.keyEnd, "super") })?.value else {
             throw DecodingError.keyNotFound(JSONIndexKey.super, .init(codingPath: codingPath, debugDescription: "No value associated with key super."))
         }
         return decoder.child(at: offset, key: JSONIndexKey.super)

@@ -70,7 +70,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
 
     func decode(_ type: String.Type) throws -> String {
         guard reader.byte(at: offset) == UInt8(ascii: "\"") else { throw mismatch(String.self) }
-        return try reader.string(at: offset, path: codingPath)
+        return try syntax { () throws(JSONSyntaxError) in try reader.string(at: offset) }
     }
 
     func decode(_ type: Double.Type) throws -> Double { try floatingPoint(Double.self) }
@@ -93,7 +93,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
         guard let first = reader.byte(at: offset), first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
             throw mismatch(T.self)
         }
-        let end = try reader.numberEnd(at: offset)
+        let end = try syntax { () throws(JSONSyntaxError) in try reader.numberEnd(at: offset) }
         return String(decoding: UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: UTF8.self)
     }
 
@@ -140,32 +140,43 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
         guard reader.byte(at: offset) == opening else { throw mismatch(type) }
     }
 
-    /// Each key of the object at `offset` (as byte offsets of its quotes) and where its value starts.
+    /// Each member name of the object at `offset` (as byte offsets of its quotes) and where its
+    /// value starts. The syntax was checked before decoding began.
     private func objectEntries() throws -> [JSONKeyedEntry] {
-        var entries: [JSONKeyedEntry] = []
-        var index = reader.skipWhitespace(from: offset + 1)
-        if reader.byte(at: index) == UInt8(ascii: "}") { return entries }
-        while true {
-            let keyStart = index
-            let keyEnd = try reader.stringEnd(at: keyStart)
-            index = reader.skipWhitespace(from: keyEnd)
-            index = reader.skipWhitespace(from: index + 1) // ':'
-            entries.append(JSONKeyedEntry(keyStart: keyStart, keyEnd: keyEnd, value: index))
-            index = reader.skipWhitespace(from: try reader.skipValue(at: index, depth: 0))
-            guard reader.byte(at: index) == UInt8(ascii: ",") else { return entries }
-            index = reader.skipWhitespace(from: index + 1)
+        try syntax { () throws(JSONSyntaxError) in
+            var entries: [JSONKeyedEntry] = []
+            var index = reader.skipWhitespace(from: offset + 1)
+            if reader.byte(at: index) == UInt8(ascii: "}") { return entries }
+            while true {
+                let value = reader.skipWhitespace(from: try reader.skipMemberName(at: index))
+                entries.append(JSONKeyedEntry(keyStart: index, keyEnd: try reader.stringEnd(at: index), value: value))
+                index = reader.skipWhitespace(from: try reader.skipValue(at: value))
+                guard reader.byte(at: index) == UInt8(ascii: ",") else { return entries }
+                index = reader.skipWhitespace(from: index + 1)
+            }
         }
     }
 
     private func arrayElements() throws -> [Int] {
-        var elements: [Int] = []
-        var index = reader.skipWhitespace(from: offset + 1)
-        if reader.byte(at: index) == UInt8(ascii: "]") { return elements }
-        while true {
-            elements.append(index)
-            index = reader.skipWhitespace(from: try reader.skipValue(at: index, depth: 0))
-            guard reader.byte(at: index) == UInt8(ascii: ",") else { return elements }
-            index = reader.skipWhitespace(from: index + 1)
+        try syntax { () throws(JSONSyntaxError) in
+            var elements: [Int] = []
+            var index = reader.skipWhitespace(from: offset + 1)
+            if reader.byte(at: index) == UInt8(ascii: "]") { return elements }
+            while true {
+                elements.append(index)
+                index = reader.skipWhitespace(from: try reader.skipValue(at: index))
+                guard reader.byte(at: index) == UInt8(ascii: ",") else { return elements }
+                index = reader.skipWhitespace(from: index + 1)
+            }
+        }
+    }
+
+    /// Runs `body`, turning a syntax error into `DecodingError.dataCorrupted` at this value's path.
+    func syntax<T>(_ body: () throws(JSONSyntaxError) -> T) throws -> T {
+        do throws(JSONSyntaxError) {
+            return try body()
+        } catch {
+            throw corrupted(error.reason)
         }
     }
 

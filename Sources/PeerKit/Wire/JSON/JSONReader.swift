@@ -1,0 +1,241 @@
+/// A JSON syntax problem: `reason` is a sentence fragment such as
+/// "unexpected ']' at offset 12 where a JSON value was expected".
+struct JSONSyntaxError: Error, Hashable {
+    var reason: String
+}
+
+/// Reads JSON at byte offsets: skips and checks values, decodes strings, compares keys.
+///
+/// The one JSON scanner of PeerKit, shared by ``EnvelopeParser`` (which finds the envelope's keys
+/// and the payload's extent) and ``PayloadDecoder`` (which decodes payloads in place). Valid only
+/// inside the `withUnsafeReadableBytes` call that made it.
+struct JSONReader {
+    let bytes: UnsafeRawBufferPointer
+
+    /// The deepest nesting accepted.
+    static let maximumDepth = 512
+
+    func byte(at index: Int) -> UInt8? {
+        index < bytes.count ? bytes[index] : nil
+    }
+
+    func skipWhitespace(from index: Int) -> Int {
+        var index = index
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return index
+            }
+        }
+        return index
+    }
+
+    /// The offset just past the value starting at `index`, checking its syntax.
+    func skipValue(at index: Int, depth: Int = 1) throws(JSONSyntaxError) -> Int {
+        guard depth <= Self.maximumDepth else {
+            throw JSONSyntaxError(reason: "the JSON nests deeper than \(Self.maximumDepth) levels")
+        }
+        guard let first = byte(at: index) else { throw JSONSyntaxError(reason: "the JSON ends where a value was expected") }
+        switch first {
+        case UInt8(ascii: "\""):
+            return try stringEnd(at: index)
+        case UInt8(ascii: "{"):
+            var index = skipWhitespace(from: index + 1)
+            if byte(at: index) == UInt8(ascii: "}") { return index + 1 }
+            while true {
+                index = try skipWhitespace(from: skipMemberName(at: index))
+                index = skipWhitespace(from: try skipValue(at: index, depth: depth + 1))
+                guard let next = byte(at: index) else { throw JSONSyntaxError(reason: "an object ends before its closing brace") }
+                guard next == UInt8(ascii: ",") || next == UInt8(ascii: "}") else { throw unexpected(at: index, expecting: "',' or '}'") }
+                if next == UInt8(ascii: "}") { return index + 1 }
+                index = skipWhitespace(from: index + 1)
+            }
+        case UInt8(ascii: "["):
+            var index = skipWhitespace(from: index + 1)
+            if byte(at: index) == UInt8(ascii: "]") { return index + 1 }
+            while true {
+                index = skipWhitespace(from: try skipValue(at: index, depth: depth + 1))
+                guard let next = byte(at: index) else { throw JSONSyntaxError(reason: "an array ends before its closing bracket") }
+                guard next == UInt8(ascii: ",") || next == UInt8(ascii: "]") else { throw unexpected(at: index, expecting: "',' or ']'") }
+                if next == UInt8(ascii: "]") { return index + 1 }
+                index = skipWhitespace(from: index + 1)
+            }
+        case UInt8(ascii: "t"): return try literalEnd(at: index, "true")
+        case UInt8(ascii: "f"): return try literalEnd(at: index, "false")
+        case UInt8(ascii: "n"): return try literalEnd(at: index, "null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return try numberEnd(at: index)
+        default:
+            throw unexpected(at: index, expecting: "a JSON value")
+        }
+    }
+
+    /// Skips `"name"` and the ':' after it (with the whitespace between); returns where the value starts.
+    func skipMemberName(at index: Int) throws(JSONSyntaxError) -> Int {
+        guard byte(at: index) == UInt8(ascii: "\"") else {
+            guard byte(at: index) != nil else { throw JSONSyntaxError(reason: "an object ends before its closing brace") }
+            throw unexpected(at: index, expecting: "a member name")
+        }
+        let colon = skipWhitespace(from: try stringEnd(at: index))
+        guard byte(at: colon) == UInt8(ascii: ":") else {
+            guard byte(at: colon) != nil else { throw JSONSyntaxError(reason: "an object ends before its closing brace") }
+            throw unexpected(at: colon, expecting: "':'")
+        }
+        return colon + 1
+    }
+
+    func literalEnd(at index: Int, _ literal: StaticString) throws(JSONSyntaxError) -> Int {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count, (0..<count).allSatisfy({ bytes[index + $0] == literal.utf8Start[$0] }) else {
+            throw JSONSyntaxError(reason: "an invalid literal where \(literal) was expected")
+        }
+        return index + count
+    }
+
+    func numberEnd(at start: Int) throws(JSONSyntaxError) -> Int {
+        var index = start
+        func skipDigits() -> Int {
+            let from = index
+            while let byte = byte(at: index), byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") { index += 1 }
+            return index - from
+        }
+        if byte(at: index) == UInt8(ascii: "-") { index += 1 }
+        if byte(at: index) == UInt8(ascii: "0") {
+            index += 1
+        } else if skipDigits() == 0 {
+            throw JSONSyntaxError(reason: "a number has no digits")
+        }
+        if byte(at: index) == UInt8(ascii: ".") {
+            index += 1
+            guard skipDigits() > 0 else { throw JSONSyntaxError(reason: "a number has no digits after its decimal point") }
+        }
+        if byte(at: index) == UInt8(ascii: "e") || byte(at: index) == UInt8(ascii: "E") {
+            index += 1
+            if byte(at: index) == UInt8(ascii: "+") || byte(at: index) == UInt8(ascii: "-") { index += 1 }
+            guard skipDigits() > 0 else { throw JSONSyntaxError(reason: "a number has no digits in its exponent") }
+        }
+        return index
+    }
+
+    /// The offset just past the string whose opening quote is at `index`, checking its escapes.
+    func stringEnd(at index: Int) throws(JSONSyntaxError) -> Int {
+        var index = index + 1
+        while let byte = byte(at: index) {
+            switch byte {
+            case UInt8(ascii: "\""):
+                return index + 1
+            case UInt8(ascii: "\\"):
+                index = try escapeEnd(at: index + 1)
+            case 0..<0x20:
+                throw JSONSyntaxError(reason: "a string contains a raw control character")
+            default:
+                index += 1
+            }
+        }
+        throw JSONSyntaxError(reason: "a string is not terminated")
+    }
+
+    /// Decodes the string whose opening quote is at `index`, resolving escapes and checking UTF-8.
+    func string(at index: Int) throws(JSONSyntaxError) -> String {
+        let start = index + 1
+        var end = start
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+        if byte(at: end) == UInt8(ascii: "\"") {
+            guard let string = UTF8Text.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
+                throw JSONSyntaxError(reason: "a string is not valid UTF-8")
+            }
+            return string
+        }
+        var decoded = Array(bytes[start..<end])
+        var cursor = end
+        while let byte = byte(at: cursor) {
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard let string = UTF8Text.string(decoded) else { throw JSONSyntaxError(reason: "a string is not valid UTF-8") }
+                return string
+            case UInt8(ascii: "\\"):
+                let (scalar, next) = try escape(at: cursor + 1)
+                decoded.append(contentsOf: String(Character(scalar)).utf8)
+                cursor = next
+            case 0..<0x20:
+                throw JSONSyntaxError(reason: "a string contains a raw control character")
+            default:
+                decoded.append(byte)
+                cursor += 1
+            }
+        }
+        throw JSONSyntaxError(reason: "a string is not terminated")
+    }
+
+    /// Whether the member name whose quote is at `keyStart` (ending at `keyEnd`, past its closing
+    /// quote) is `name`, comparing bytes; names with escapes are decoded first.
+    func nameMatches(at keyStart: Int, end keyEnd: Int, _ name: String) -> Bool {
+        let raw = UnsafeRawBufferPointer(rebasing: bytes[(keyStart + 1)..<(keyEnd - 1)])
+        if raw.contains(UInt8(ascii: "\\")) {
+            return (try? string(at: keyStart)) == name
+        }
+        var name = name
+        return name.withUTF8 { utf8 in utf8.elementsEqual(raw) }
+    }
+
+    func unexpected(at index: Int, expecting: String) -> JSONSyntaxError {
+        let shown = byte(at: index).map { byte in
+            (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
+        } ?? "the end"
+        return JSONSyntaxError(reason: "unexpected \(shown) at offset \(index) where \(expecting) was expected")
+    }
+
+    // MARK: Escapes
+
+    private func escapeEnd(at index: Int) throws(JSONSyntaxError) -> Int {
+        try escape(at: index).next
+    }
+
+    /// The scalar an escape stands for (`index` is just past the backslash) and where it ends.
+    private func escape(at index: Int) throws(JSONSyntaxError) -> (scalar: Unicode.Scalar, next: Int) {
+        guard let escaped = byte(at: index) else { throw JSONSyntaxError(reason: "a string ends inside an escape") }
+        switch escaped {
+        case UInt8(ascii: "\""): return ("\"", index + 1)
+        case UInt8(ascii: "\\"): return ("\\", index + 1)
+        case UInt8(ascii: "/"): return ("/", index + 1)
+        case UInt8(ascii: "b"): return ("\u{08}", index + 1)
+        case UInt8(ascii: "f"): return ("\u{0C}", index + 1)
+        case UInt8(ascii: "n"): return ("\n", index + 1)
+        case UInt8(ascii: "r"): return ("\r", index + 1)
+        case UInt8(ascii: "t"): return ("\t", index + 1)
+        case UInt8(ascii: "u"):
+            let high = try hex4(at: index + 1)
+            guard (0xD800..<0xE000).contains(high) else {
+                // Not a surrogate, so always a scalar.
+                return (Unicode.Scalar(high) ?? "\u{FFFD}", index + 5)
+            }
+            guard high < 0xDC00, byte(at: index + 5) == UInt8(ascii: "\\"), byte(at: index + 6) == UInt8(ascii: "u") else {
+                throw JSONSyntaxError(reason: "a string has an unpaired surrogate escape")
+            }
+            let low = try hex4(at: index + 7)
+            guard (0xDC00..<0xE000).contains(low), let scalar = Unicode.Scalar(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)) else {
+                throw JSONSyntaxError(reason: "a string has an unpaired surrogate escape")
+            }
+            return (scalar, index + 11)
+        default:
+            throw JSONSyntaxError(reason: "a string has an invalid escape")
+        }
+    }
+
+    private func hex4(at index: Int) throws(JSONSyntaxError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw JSONSyntaxError(reason: "a string ends inside a \\u escape") }
+        var value: UInt32 = 0
+        for offset in 0..<4 {
+            let byte = bytes[index + offset]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw JSONSyntaxError(reason: "a \\u escape has a non-hex digit")
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+}
