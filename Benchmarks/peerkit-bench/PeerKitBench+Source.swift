@@ -51,20 +51,20 @@ extension PeerKitBench {
                                                     discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
             try await transceiver.start()
             let peers = await transceiver.waitForConnectedPeers(endpoints.count)
-            let window = SendWindow(receivers: peers.map(\.id))
+            let flow = SendWindow(receivers: peers.map(\.id))
             transceiver.receive(BenchAck.self) { ack, sender in
-                window.acknowledge(ack.seq, from: sender.id)
+                flow.acknowledge(ack.seq, from: sender.id)
             }
 
             let template = BenchPayload(size: size, seq: 0)
             for seq in 0..<count {
-                if self.window > 0, seq >= self.window, seq % (self.window / 2) == 0 {
-                    await window.waitUntilAcknowledged(seq - self.window)
+                if window > 0, seq >= window, seq % (window / 2) == 0 {
+                    await flow.waitUntilAcknowledged(seq - window)
                 }
                 try await send(template.with(seq: seq), with: transceiver, to: peers)
             }
             try await send(template.with(seq: BenchPayload.endOfRun), with: transceiver, to: peers)
-            await window.waitForEnd()
+            await flow.waitForEnd()
             transceiver.stop()
         }
 
