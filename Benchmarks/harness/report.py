@@ -84,7 +84,7 @@ def compute_ratios(figures):
 
 def markdown(figures, ratios, machine, runs):
     lines = [f"PeerKit benchmarks — {machine['cpu']}, {machine['cores']} cores, {machine['kernel']}, "
-             f"{machine['swift']}; median of {runs} run{"s" if runs != 1 else ""} in fresh processes (min–max of the runs in brackets).", ""]
+             f"{machine['swift']}; median of {runs} run{'s' if runs != 1 else ''} in fresh processes (min–max of the runs in brackets).", ""]
     lines += ["| PeerKit | median | " + " | ".join(f"/ {c}" for c in RATIO_COLUMNS) + " |",
               "|---|---:|" + "---:|" * len(RATIO_COLUMNS)]
     for key, figure in figures.items():
