@@ -1,0 +1,123 @@
+import CAvahi
+import Logging
+
+/// Advertises one DNS-SD service through an Avahi entry group, renaming it on collisions.
+///
+/// Every method runs on the Avahi poll thread, or on another thread that holds the threaded
+/// poll's lock (see ``AvahiSession``); so does the entry group callback.
+final class AvahiPublisher {
+    /// `_<serviceType>._tcp`.
+    private let type: String
+    private let port: UInt16
+    private let txtRecord: [String: String]
+    private let serviceType: String
+    private let emit: (DiscoveryEvent) -> Void
+    private let logger: Logger
+
+    /// The instance name: the requested one, or its alternative after a collision.
+    private(set) var name: String
+    /// The entry group on the current client; freed with the client.
+    private var group: OpaquePointer?
+
+    init(serviceType: String, name: String, port: UInt16, txtRecord: [String: String], logger: Logger, emit: @escaping (DiscoveryEvent) -> Void) {
+        self.serviceType = serviceType
+        self.type = "_\(serviceType)._tcp"
+        self.name = name
+        self.port = port
+        self.txtRecord = txtRecord
+        self.logger = logger
+        self.emit = emit
+    }
+
+    /// Registers the service on `client` (which is running) unless it is registered already.
+    func publish(on client: OpaquePointer) {
+        if group == nil {
+            group = avahi_entry_group_new(client, { group, state, context in
+                guard let context else { return }
+                Unmanaged<AvahiPublisher>.fromOpaque(context).takeUnretainedValue().groupChanged(group, to: state)
+            }, Unmanaged.passUnretained(self).toOpaque())
+            guard group != nil else {
+                reportFailure("Avahi could not create an entry group", client: client)
+                return
+            }
+        }
+        guard let group, avahi_entry_group_is_empty(group) != 0 else { return }
+        addService(to: group)
+    }
+
+    /// Withdraws the service (the daemon is renaming its host); ``publish(on:)`` registers it again.
+    func withdraw() {
+        if let group { avahi_entry_group_reset(group) }
+    }
+
+    /// The client is about to be freed, and the entry group with it.
+    func clientWillBeFreed() {
+        group = nil
+    }
+
+    // MARK: - Private
+
+    /// Adds the service under `name`, choosing alternative names while the daemon already holds one, and commits.
+    private func addService(to group: OpaquePointer) {
+        let txt = TXTRecord.makeStringList(txtRecord)
+        defer { avahi_string_list_free(txt) }
+        for _ in 0..<100 {
+            let result = avahi_entry_group_add_service_strlst(
+                group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0),
+                name, type, nil, nil, port, txt)
+            if result == Int32(AVAHI_ERR_COLLISION) {
+                // Another service on this daemon has the name: pick the next one and try again.
+                rename()
+                avahi_entry_group_reset(group)
+                continue
+            }
+            guard result >= 0 else {
+                reportFailure("Avahi could not add the service \"\(name)\" (\(Self.message(result)))")
+                return
+            }
+            let committed = avahi_entry_group_commit(group)
+            if committed < 0 {
+                reportFailure("Avahi could not register the service \"\(name)\" (\(Self.message(committed)))")
+            }
+            return
+        }
+        reportFailure("no free name was found for the service after 100 attempts")
+    }
+
+    private func groupChanged(_ group: OpaquePointer?, to state: AvahiEntryGroupState) {
+        guard let group else { return }
+        switch state {
+        case AVAHI_ENTRY_GROUP_ESTABLISHED:
+            logger.debug("Advertised", metadata: ["name": "\(name)", "type": "\(type)", "port": "\(port)"])
+            emit(.advertised(name: name))
+        case AVAHI_ENTRY_GROUP_COLLISION:
+            // Another host on the network holds the name.
+            rename()
+            avahi_entry_group_reset(group)
+            addService(to: group)
+        case AVAHI_ENTRY_GROUP_FAILURE:
+            reportFailure("Avahi could not register the service \"\(name)\"", client: avahi_entry_group_get_client(group))
+        default:
+            break
+        }
+    }
+
+    private func rename() {
+        guard let alternative = avahi_alternative_service_name(name) else { return }
+        defer { avahi_free(alternative) }
+        let next = String(cString: alternative)
+        logger.info("The service name is taken; advertising under another", metadata: ["taken": "\(name)", "name": "\(next)"])
+        name = next
+    }
+
+    /// Reports `reason`, followed by the client's last error when `client` is given.
+    private func reportFailure(_ reason: String, client: OpaquePointer? = nil) {
+        let detail = client.map { "\(reason) (\(Self.message(avahi_client_errno($0))))" } ?? reason
+        logger.warning("Advertising failed", metadata: ["reason": "\(detail)"])
+        emit(.failed(.discoveryUnavailable(serviceType: serviceType, reason: detail)))
+    }
+
+    static func message(_ code: Int32) -> String {
+        avahi_strerror(code).map { String(cString: $0) } ?? "Avahi error \(code)"
+    }
+}

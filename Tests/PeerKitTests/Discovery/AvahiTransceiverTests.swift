@@ -1,0 +1,69 @@
+import Foundation
+import PeerKit
+import Testing
+
+extension DiscoveryTests {
+    /// The whole stack over the real loopback avahi-daemon: transceivers configured with nothing
+    /// but a service type find each other through DNS-SD, connect and exchange messages.
+    @Suite("Transceivers over Avahi")
+    struct AvahiTransceiverTests {
+        struct Greeting: Codable, Sendable, Equatable { var text: String }
+
+        @Test func twoTransceiversWithOnlyAServiceTypeFindEachOtherAndTalk() async throws {
+            try await AvahiTestSupport.requireDaemon()
+            let type = AvahiTestSupport.randomServiceType()
+            // Same default peer name (the host name) for both: the second advertisement is renamed.
+            let alpha = PeerTransceiver(serviceType: type)
+            let bravo = PeerTransceiver(serviceType: type)
+            defer { alpha.stop(); bravo.stop() }
+            let (greetings, inbox) = AsyncStream.makeStream(of: Greeting.self)
+            bravo.receive(Greeting.self) { greeting in inbox.yield(greeting) }
+            try await alpha.start()
+            try await bravo.start()
+
+            let seenByAlpha = try await alpha.waitForPeer(timeout: .seconds(20))
+            let seenByBravo = try await bravo.waitForPeer(timeout: .seconds(20))
+            #expect(seenByAlpha.id == bravo.peerID)
+            #expect(seenByBravo.id == alpha.peerID)
+
+            alpha.broadcast(Greeting(text: "hello over mDNS"))
+            let received = try await firstValue(of: greetings, within: .seconds(20))
+            #expect(received == Greeting(text: "hello over mDNS"))
+        }
+
+        @Test func threeTransceiversAllConnect() async throws {
+            try await AvahiTestSupport.requireDaemon()
+            let type = AvahiTestSupport.randomServiceType()
+            let transceivers = (0..<3).map { index in
+                var configuration = PeerConfiguration(serviceType: type)
+                configuration.peerName = "node\(index)"
+                return PeerTransceiver(configuration: configuration)
+            }
+            defer { transceivers.forEach { $0.stop() } }
+            for transceiver in transceivers { try await transceiver.start() }
+            for transceiver in transceivers {
+                let others = Set(transceivers.map(\.peerID)).subtracting([transceiver.peerID])
+                let deadline = ContinuousClock.now + .seconds(20)
+                while Set(transceiver.connectedPeers.map(\.id)) != others, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(Set(transceiver.connectedPeers.map(\.id)) == others)
+            }
+        }
+
+        private func firstValue<Value: Sendable>(of stream: AsyncStream<Value>, within timeout: Duration) async throws -> Value {
+            try await withThrowingTaskGroup(of: Value?.self) { group in
+                group.addTask { await stream.first { _ in true } }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let value = try await group.next() ?? nil else {
+                    throw DiscoveryEventRecorder.TimedOut(awaited: "a message", timeout: timeout, events: [])
+                }
+                return value
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import Testing
+@testable import PeerKit
+
+extension DiscoveryTests {
+    @Suite("Aggregating instances across interfaces")
+    struct DiscoveredInstancesTests {
+        typealias Location = DiscoveredInstances.Location
+        typealias Resolution = DiscoveredInstances.Resolution
+
+        private let loopbackV4 = Location(interface: 1, isIPv6: false)
+        private let loopbackV6 = Location(interface: 1, isIPv6: true)
+        private let ethernetV4 = Location(interface: 2, isIPv6: false)
+
+        private func resolution(_ address: String, port: Int = 7000, peerID: String = "other", extra: [String: String] = [:]) -> Resolution {
+            Resolution(address: address, isIPv4: !address.contains(":"), port: port,
+                       txtRecord: extra.merging(["peerid": peerID, "proto": "1"]) { $1 })
+        }
+
+        @Test func anInstanceIsFoundOnceResolvedWithItsTXT() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            instances.appeared("Kitchen", at: loopbackV4)
+            let event = instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1", extra: ["role": "store"]))
+            #expect(event == .found(DiscoveredService(
+                key: "Kitchen", name: "Kitchen", peerID: "other",
+                endpoints: [PeerEndpoint(host: "127.0.0.1", port: 7000)],
+                txtRecord: ["peerid": "other", "proto": "1", "role": "store"])))
+        }
+
+        @Test func addressesFromEveryInterfaceAreAggregatedIPv4First() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            _ = instances.resolved("Kitchen", at: loopbackV6, resolution("fe80::1%lo"))
+            _ = instances.resolved("Kitchen", at: ethernetV4, resolution("192.168.1.20"))
+            let event = instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1"))
+            guard case let .found(service) = event else {
+                Issue.record("expected found, got \(String(describing: event))")
+                return
+            }
+            #expect(service.endpoints.map(\.host) == ["127.0.0.1", "192.168.1.20", "fe80::1%lo"])
+        }
+
+        @Test func anUnchangedResolutionIsNotReportedAgain() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            #expect(instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1")) != nil)
+            #expect(instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1")) == nil)
+            // A new TXT value is a change.
+            #expect(instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1", extra: ["v": "2"])) != nil)
+        }
+
+        @Test func itsOwnServiceIsNeverReported() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            instances.appeared("Myself", at: loopbackV4)
+            #expect(instances.resolved("Myself", at: loopbackV4, resolution("127.0.0.1", peerID: "me")) == nil)
+            #expect(instances.disappeared("Myself", at: loopbackV4) == nil)
+            #expect(instances.services.isEmpty)
+        }
+
+        @Test func anInstanceIsLostOnlyWhenGoneFromEveryInterface() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            _ = instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1"))
+            _ = instances.resolved("Kitchen", at: ethernetV4, resolution("192.168.1.20"))
+            let shrunk = instances.disappeared("Kitchen", at: ethernetV4)
+            #expect(shrunk == .found(DiscoveredService(key: "Kitchen", name: "Kitchen", peerID: "other",
+                                                       endpoints: [PeerEndpoint(host: "127.0.0.1", port: 7000)],
+                                                       txtRecord: ["peerid": "other", "proto": "1"])))
+            #expect(instances.disappeared("Kitchen", at: loopbackV4) == .lost(key: "Kitchen"))
+            #expect(instances.services.isEmpty)
+        }
+
+        @Test func anInstanceThatNeverResolvedIsNeitherFoundNorLost() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            instances.appeared("Ghost", at: loopbackV4)
+            #expect(instances.resolutionFailed("Ghost", at: loopbackV4) == nil)
+            #expect(instances.disappeared("Ghost", at: loopbackV4) == nil)
+        }
+
+        @Test func afterALostConnectionOnlyInstancesNotListedAgainAreLost() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            _ = instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1", port: 7000))
+            _ = instances.resolved("Hall", at: loopbackV4, resolution("127.0.0.1", port: 7001))
+            instances.connectionLost()
+            // The new browser lists Kitchen again, unchanged: nothing to report.
+            instances.appeared("Kitchen", at: loopbackV4)
+            #expect(instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1", port: 7000)) == nil)
+            #expect(instances.browserListedAll() == [.lost(key: "Hall")])
+            #expect(instances.services.map(\.name) == ["Kitchen"])
+            // Only the first complete listing after a lost connection sweeps.
+            #expect(instances.browserListedAll() == [])
+        }
+    }
+}
