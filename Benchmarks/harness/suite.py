@@ -310,9 +310,11 @@ class Suite:
                              100, n(self.args.peerkit_messages // receivers), 20_000, receivers)["msgsPerSec"])
 
         self.log("PeerKit discovery (Avahi)")
-        self.measure("pk.discovery.pair", "fresh pair, resume() → connected", "ms", 1,
-                     lambda: statistics.median([self.discovery_pair() * 1000 for _ in range(max(runs, 5))]), True)
-        self.measure_join()
+        trials = max(runs, 5)
+        self.measure_samples("pk.discovery.pair", "fresh pair, resume() → connected", "ms",
+                             lambda: [self.discovery_pair() * 1000 for _ in range(trials)])
+        self.measure_samples("pk.discovery.join", "new transceiver joins an advertised peer", "ms",
+                             lambda: [s * 1000 for s in self.discovery_join(trials + 1)["samples"]])
 
         self.log("Listr")
         self.measure_cli()
@@ -323,21 +325,21 @@ class Suite:
             self.measure("listr.dump.8m", "listrctl store dump, 8 MiB store", "MB/s", 1,
                          lambda: statistics.median(self.listr_dump(8, 3)))
 
-    def measure_join(self):
-        if self.args.only and not any("pk.discovery.join".startswith(p) for p in self.args.only):
+    def measure_samples(self, key, title, unit, samples):
+        """Records a figure whose samples come from one call of `samples` (a list), e.g. several
+        timings inside one process; `lowerIsBetter` since these are all times."""
+        if self.args.only and not any(key.startswith(prefix) for prefix in self.args.only):
             return
         try:
-            result = self.discovery_join(max(self.args.runs, 5) + 1)
-            samples = [s * 1000 for s in result["samples"]]
-            figure = {"title": "new transceiver joins an advertised peer", "unit": "ms", "status": "ok",
-                      "lowerIsBetter": True}
-            figure.update(summarize(samples))
-            self.figures["pk.discovery.join"] = figure
-            self.log(f"  {figure['title']}: {format_figure(figure)}")
+            values = samples()
         except FAILURES as error:
-            self.figures["pk.discovery.join"] = {"title": "new transceiver joins an advertised peer", "unit": "ms",
-                                                 "status": "unavailable", "reason": str(error)}
-            self.log(f"  join: unavailable: {error}")
+            self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(error)}
+            self.log(f"  {title}: unavailable: {error}")
+            return
+        figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": True}
+        figure.update(summarize(values))
+        self.figures[key] = figure
+        self.log(f"  {title}: {format_figure(figure)}")
 
     def measure_cli(self):
         if self.args.only and not any(key.startswith(p) for key in self.CLI_VARIANTS for p in self.args.only):
