@@ -73,6 +73,7 @@ let package = Package(
             dependencies: [
                 "ListrKit", "PeerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/listrctl"
         ),

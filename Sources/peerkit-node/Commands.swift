@@ -21,9 +21,9 @@ enum Commands: Sendable {
         }
     }
 
-    /// Lines of standard input as commands; `quit` at end of input, SIGTERM or SIGINT.
-    /// Keep the returned signal sources alive while reading the stream.
-    static func stream() -> (AsyncStream<Commands>, [any DispatchSourceSignal]) {
+    /// Lines of standard input as commands; `quit` at end of input, SIGTERM or SIGINT. The
+    /// continuation lets others add commands; keep the signal sources alive while reading.
+    static func stream() -> ((stream: AsyncStream<Commands>, continuation: AsyncStream<Commands>.Continuation), [any DispatchSourceSignal]) {
         let (stream, continuation) = AsyncStream.makeStream(of: Commands.self)
         let reader = Thread {
             while let line = readLine() {
@@ -39,6 +39,6 @@ enum Commands: Sendable {
             source.resume()
             return source
         }
-        return (stream, sources)
+        return ((stream, continuation), sources)
     }
 }

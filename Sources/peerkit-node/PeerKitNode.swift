@@ -80,7 +80,9 @@ struct PeerKitNode: AsyncParsableCommand {
         logger.logLevel = verbose ? .debug : .warning
         configuration.logger = logger
 
-        let output = JSONLines()
+        let (commands, signalSources) = Commands.stream()
+        defer { withExtendedLifetime(signalSources) {} }
+        let output = JSONLines { commands.continuation.yield(.quit) }
         let transceiver = PeerTransceiver(configuration: configuration)
         transceiver.receive(NodeMessage.self) { message, sender in
             output.write(["event": "message", "from": Self.describe(sender), "text": message.text])
@@ -100,9 +102,7 @@ struct PeerKitNode: AsyncParsableCommand {
             throw ExitCode.failure
         }
 
-        let (commands, signalSources) = Commands.stream()
-        defer { withExtendedLifetime(signalSources) {} }
-        for await command in commands {
+        for await command in commands.stream {
             switch command {
             case let .broadcast(text):
                 transceiver.broadcast(NodeMessage(text: text))

@@ -55,6 +55,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var connections: [ObjectIdentifier: PeerConnection] = [:]
         var peers: [String: PeerRecord] = [:]
         var services: [String: ServiceRecord] = [:]
+        /// How many duplicate connections were resolved by the tie-break (a diagnostic for tests).
+        var tieBreaks = 0
     }
 
     let configuration: Configuration
@@ -153,6 +155,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// Every active connection.
     func activeConnections() -> [PeerConnection] {
         state.withLockedValue { $0.peers.values.compactMap(\.active) }
+    }
+
+    /// How many duplicate connections the tie-break has resolved.
+    func tieBreakCount() -> Int {
+        state.withLockedValue { $0.tieBreaks }
     }
 
     /// How many connections are open, including ones still in their handshake or being retired.
@@ -362,6 +369,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                     localPeerID: localPeerID, remotePeerID: remote.peerID
                 )
                 logger.debug("Two connections to \(record.peer); keeping the \(newWins ? "new" : "existing") one.")
+                state.tieBreaks += 1
                 if newWins { record.active = connection }
                 state.peers[remote.peerID] = record
                 return newWins ? active : connection

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 import Testing
 @testable import PeerKit
 
@@ -9,26 +10,49 @@ struct TransceiverConnectionTests {
     func tieBreak() async throws {
         let serviceType = randomServiceType()
         let discoveryA = ManualDiscovery(), discoveryB = ManualDiscovery()
-        let a = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "a", discovery: discoveryA))
-        let b = PeerTransceiver(configuration: manualConfiguration(serviceType: serviceType, name: "b", discovery: discoveryB))
-        defer { a.stop(); b.stop() }
+        // Each on a one-thread event loop of its own, so the test can hold both loops still.
+        let groupA = MultiThreadedEventLoopGroup(numberOfThreads: 1), groupB = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var configurationA = manualConfiguration(serviceType: serviceType, name: "a", discovery: discoveryA)
+        configurationA.eventLoopGroup = groupA
+        var configurationB = manualConfiguration(serviceType: serviceType, name: "b", discovery: discoveryB)
+        configurationB.eventLoopGroup = groupB
+        let a = PeerTransceiver(configuration: configurationA)
+        let b = PeerTransceiver(configuration: configurationB)
+        defer {
+            a.stop(); b.stop()
+            groupA.shutdownGracefully { _ in }
+            groupB.shutdownGracefully { _ in }
+        }
         try await a.start()
         try await b.start()
         let eventsA = a.events(), eventsB = b.events()
-        // Both find each other at the same moment and dial.
+        // Both find each other while their loops are held, so both dial before either handshake
+        // can complete: the tie-break must happen.
+        let gate = DispatchSemaphore(value: 0)
+        for group in [groupA, groupB] {
+            group.next().execute { gate.wait() }
+        }
         try discoveryA.found(b)
         try discoveryB.found(a)
+        gate.signal()
+        gate.signal()
         _ = try await a.waitForPeer(timeout: .seconds(20))
         _ = try await b.waitForPeer(timeout: .seconds(20))
-        // The losing connection closes; then each side holds exactly one, and it is the same TCP connection.
-        try await within(20, "one connection per side") {
-            while a.session?.manager.openConnectionCount() != 1 || b.session?.manager.openConnectionCount() != 1 {
-                try await Task.sleep(for: .milliseconds(10))
+        // A tie-break happens (on one side or both), the losing connection closes, and then each
+        // side holds exactly one connection, the same TCP connection.
+        @Sendable func settled() -> Bool {
+            guard let managerA = a.session?.manager, let managerB = b.session?.manager,
+                  managerA.tieBreakCount() + managerB.tieBreakCount() > 0,
+                  managerA.openConnectionCount() == 1, managerB.openConnectionCount() == 1,
+                  let connectionA = managerA.activeConnections().first, let connectionB = managerB.activeConnections().first else {
+                return false
             }
+            return connectionA.channel.localAddress == connectionB.channel.remoteAddress
+        }
+        try await within(20, "one connection per side") {
+            while !settled() { try await Task.sleep(for: .milliseconds(10)) }
         }
         let connectionA = try #require(a.session?.manager.activeConnections().first)
-        let connectionB = try #require(b.session?.manager.activeConnections().first)
-        #expect(connectionA.channel.localAddress == connectionB.channel.remoteAddress)
         let smallerDialled: TieBreak.Direction = a.peerID.utf8.lexicographicallyPrecedes(b.peerID.utf8) ? .outbound : .inbound
         #expect(connectionA.direction == smallerDialled)
         // Messages flow, and neither side ever saw the peer disconnect.

@@ -1,0 +1,42 @@
+/// Everything that can go wrong in the Listr store, as sentences for the person at the keyboard.
+///
+/// Errors about a command (``noSuchItem(position:count:)``, ``invalidTitle(_:reason:)``,
+/// ``invalidPropertyList(reason:)``, ``saveFailed(path:reason:)``) travel back to `listrctl` as
+/// ``CLIResponse/error(_:)``; errors about the store file stop `listrd` at start-up.
+public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A title is empty or is not a single line.
+    case invalidTitle(String, reason: String)
+    /// A 1-based position names no item.
+    case noSuchItem(position: Int, count: Int)
+    /// Data given to replace the store is not a valid Listr property list.
+    case invalidPropertyList(reason: String)
+    /// The store file exists but cannot be read.
+    case storeUnreadable(path: String, reason: String)
+    /// The store file exists but does not hold a Listr store. It is left untouched.
+    case notAStore(path: String, reason: String)
+    /// Another process holds the store.
+    case storeInUse(path: String)
+    /// A change could not be written to disk, so it was not made.
+    case saveFailed(path: String, reason: String)
+
+    /// The error as a sentence that says what happened and what to do.
+    public var description: String {
+        switch self {
+        case let .invalidTitle(title, reason):
+            return "The title \(title.debugDescription) cannot be used: \(reason). Give a single line of text."
+        case let .noSuchItem(position, count):
+            let items = count == 0 ? "the list is empty" : "the list has \(count) item\(count == 1 ? "" : "s"), numbered from 1"
+            return "There is no item \(position): \(items). Run \"listrctl item list\" to see the items."
+        case let .invalidPropertyList(reason):
+            return "The data is not a Listr property list: \(reason). Nothing was changed; use a file written by \"listrctl store dump\"."
+        case let .storeUnreadable(path, reason):
+            return "The store file \(path) cannot be read: \(reason). Check its permissions, or pass another --store."
+        case let .notAStore(path, reason):
+            return "The file \(path) is not a Listr store (\(reason)). listrd leaves it untouched: move it away, or pass another --store."
+        case let .storeInUse(path):
+            return "The store file \(path) is in use by another listrd. Stop that one, or pass another --store."
+        case let .saveFailed(path, reason):
+            return "The change was not made because it could not be saved to \(path): \(reason). Check the disk and the folder's permissions."
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import ListrKit
+import PeerKit
+
+/// One daemon, found and connected: sends it commands and turns its answers into values.
+struct ListrClient {
+    /// The options the command was given.
+    let options: ClientOptions
+    /// How to print.
+    let output: Output
+    private let transceiver: PeerTransceiver
+    private let daemon: Peer
+
+    /// Starts a transceiver that only dials, and waits for the daemon to use: the one named by
+    /// `--peer`, or the only one there is.
+    static func connect(_ options: ClientOptions) async throws(ListrCtlError) -> ListrClient {
+        var configuration = PeerConfiguration(serviceType: options.serviceType)
+        configuration.advertises = false
+        configuration.peerName = "listrctl"
+        configuration.logger = options.peerKitLogger
+        if !options.endpoints.isEmpty {
+            configuration.discovery = .staticPeers(options.endpoints)
+        }
+        let transceiver = PeerTransceiver(configuration: configuration)
+        do {
+            try await transceiver.start()
+            let daemon = try await findDaemon(on: transceiver, options: options)
+            return ListrClient(options: options, output: Output(json: options.json), transceiver: transceiver, daemon: daemon)
+        } catch {
+            await transceiver.shutdown()
+            throw ListrCtlError(error)
+        }
+    }
+
+    /// Says bye to the daemon and returns once the connection is closed.
+    func disconnect() async {
+        await transceiver.shutdown()
+    }
+
+    /// Sends `command` and returns the daemon's message, or throws its error.
+    func message(for command: some Encodable & Sendable) async throws(ListrCtlError) -> String {
+        switch try await send(command) {
+        case let .message(text): return text
+        case .data: throw .unexpectedAnswer("data")
+        case let .error(reason): throw .refused(reason)
+        }
+    }
+
+    /// Sends `command` and returns the daemon's data, or throws its error.
+    func data(for command: some Encodable & Sendable) async throws(ListrCtlError) -> Data {
+        switch try await send(command) {
+        case let .data(data): return data
+        case .message: throw .unexpectedAnswer("a message")
+        case let .error(reason): throw .refused(reason)
+        }
+    }
+
+    /// The items, read through a dump.
+    func items() async throws(ListrCtlError) -> [ListrKit.Item] {
+        let dump = try await data(for: DumpDatabaseCommand())
+        do {
+            return try ItemPropertyList.decode(dump)
+        } catch {
+            throw .unexpectedAnswer("a dump that does not decode (\(error))")
+        }
+    }
+
+    /// Prints a message (see ``Output``).
+    func print(message: String) { output.print(message: message) }
+
+    /// Prints items (see ``Output``).
+    func print(items: [ListrKit.Item]) { output.print(items: items) }
+
+    private func send(_ command: some Encodable & Sendable) async throws(ListrCtlError) -> CLIResponse {
+        do {
+            return try await transceiver.request(command, to: daemon, expecting: CLIResponse.self, timeout: options.timeoutDuration)
+        } catch {
+            throw ListrCtlError(error)
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import PeerKit
+
+/// Why a `listrctl` command failed, as a sentence and an exit status.
+enum ListrCtlError: Error, CustomStringConvertible {
+    /// No daemon answered within the timeout.
+    case noDaemon(serviceType: String, timeout: Duration, addresses: [PeerEndpoint])
+    /// No daemon of this name answered within the timeout; `available` are the names that did.
+    case noDaemonNamed(String, serviceType: String, timeout: Duration, available: [String])
+    /// Several daemons answered and `--peer` did not say which one to use.
+    case severalDaemons(serviceType: String, names: [String])
+    /// PeerKit could not start, reach the daemon, or get its answer.
+    case peerKit(PeerKitError)
+    /// The daemon refused the command; the text is its sentence.
+    case refused(String)
+    /// The daemon answered with something this command cannot use.
+    case unexpectedAnswer(String)
+    /// The input file could not be read.
+    case cannotRead(path: String, reason: String)
+    /// The output file could not be written.
+    case cannotWrite(path: String, reason: String)
+    /// The command was cancelled before it was done.
+    case cancelled
+
+    /// Wraps an error thrown while talking to the daemon.
+    init(_ error: any Error) {
+        switch error {
+        case let error as ListrCtlError: self = error
+        case let error as PeerKitError: self = .peerKit(error)
+        default: self = .cancelled  // PeerKit throws only PeerKitError; the rest is CancellationError
+        }
+    }
+
+    var description: String {
+        switch self {
+        case let .noDaemon(serviceType, timeout, addresses) where !addresses.isEmpty:
+            return "No listrd of service type \"\(serviceType)\" answered at \(addresses.map(\.description).joined(separator: ", ")) within \(Self.seconds(timeout)). Check that listrd is running and listens there (its log says on which port)."
+        case let .noDaemon(serviceType, timeout, _):
+            return "No listrd of service type \"\(serviceType)\" was found within \(Self.seconds(timeout)). Check that listrd is running (with --service-type \(serviceType)) and that avahi-daemon is running: \"avahi-browse -rt _\(serviceType)._tcp\" should list it."
+        case let .noDaemonNamed(name, serviceType, timeout, available):
+            let found = available.isEmpty
+                ? "none was found; check that listrd is running and that avahi-daemon is running"
+                : "the ones found are \(Self.list(available)); pass one of them to --peer"
+            return "No listrd named \"\(name)\" of service type \"\(serviceType)\" answered within \(Self.seconds(timeout)): \(found)."
+        case let .severalDaemons(serviceType, names):
+            return "Several listrd of service type \"\(serviceType)\" are running: \(Self.list(names)). Choose one with --peer NAME."
+        case let .peerKit(.discoveryUnavailable(serviceType, reason)):
+            return "listrd (service type \"\(serviceType)\") cannot be discovered: \(reason). Start avahi-daemon (scripts/avahi-up starts one restricted to loopback), or give listrd's address with --connect HOST:PORT (its log says on which port it listens)."
+        case let .peerKit(error):
+            return error.description
+        case let .refused(reason):
+            return reason
+        case let .unexpectedAnswer(what):
+            return "listrd answered with \(what), which this command does not expect. Check that listrd and listrctl are the same version."
+        case let .cannotRead(path, reason):
+            return "The file \(path) cannot be read: \(reason). Nothing was sent."
+        case let .cannotWrite(path, reason):
+            return "The dump could not be written to \(path): \(reason). Check the folder and its permissions."
+        case .cancelled:
+            return "listrctl was interrupted before it was done; if the command had been sent, run \"listrctl item list\" to see whether listrd applied it."
+        }
+    }
+
+    /// The exit status (see `listrctl --help`).
+    var exitCode: Int32 {
+        switch self {
+        case .refused: 1
+        case .cannotRead: 66
+        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled: 69
+        case .cannotWrite: 73
+        }
+    }
+
+    private static func list(_ names: [String]) -> String {
+        names.map { "\"\($0)\"" }.joined(separator: ", ")
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let (whole, atto) = duration.components
+        let value = Double(whole) + Double(atto) / 1e18
+        return value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
+    }
+}

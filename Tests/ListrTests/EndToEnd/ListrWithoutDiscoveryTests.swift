@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `listrd` and `listrctl` where discovery plays no part: start-up checks, and dialling
+/// an address given with `--connect`. These run without an avahi-daemon.
+@Suite("listrd and listrctl without discovery")
+struct ListrWithoutDiscoveryTests {
+    @Test("--connect HOST:PORT reaches listrd without discovery")
+    func staticAddress() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon()
+        let address = "127.0.0.1:\(port)"
+        let result = try await world.ctl("item", "add", "Milk", "--connect", address)
+        #expect(result.exit == .status(0), "\(result)")
+        #expect(result.stdout == "Added \"Milk\" as item 1.\n")
+        let list = try await world.ctl("item", "list", "--connect", address)
+        #expect(list.stdout == "[ ] Milk\n", "\(list)")
+
+        let nobody = try await world.ctl(["item", "list", "--connect", "127.0.0.1:1"], timeout: "1")
+        #expect(nobody.exit == .status(69), "\(nobody)")
+        #expect(nobody.stderr.contains("answered at 127.0.0.1:1 within 1 s"), "\(nobody)")
+    }
+
+    @Test("a store file that is not a store stops listrd at start-up, named, and untouched")
+    func foreignStoreFile() async throws {
+        let world = try ListrFixture()
+        let path = world.path("store.json")
+        try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: path))
+        let daemon = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", path, "--listen-host", "127.0.0.1"],
+            name: "listrd"
+        )
+        let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.stderr.contains("The file \(path) is not a Listr store"), "\(result)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("my notes\n".utf8))
+    }
+
+    @Test("a second listrd on the same store refuses to start, and the first keeps serving")
+    func storeInUse() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon(name: "First")
+        let second = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", world.path("store.json"), "--listen-host", "127.0.0.1"],
+            name: "second listrd"
+        )
+        let result = try await second.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.stderr.contains("The store file \(world.path("store.json")) is in use by another listrd."), "\(result)")
+        let added = try await world.ctl("item", "add", "Milk", "--connect", "127.0.0.1:\(port)")
+        #expect(added.exit == .status(0), "\(added)")
+    }
+
+    @Test("SIGINT stops listrd gracefully with status 0")
+    func sigint() async throws {
+        let world = try ListrFixture()
+        let (daemon, _) = try await world.startDaemon()
+        daemon.send(SIGINT)
+        let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(0), "\(result)")
+        #expect(result.stderr.contains("stopped"), "\(result)")
+    }
+
+    @Test("a port in use stops listrd at start-up with a sentence naming the address")
+    func portInUse() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon(name: "First")
+        let second = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", world.path("other.json"),
+             "--listen-host", "127.0.0.1", "--port", "\(port)"],
+            name: "second listrd"
+        )
+        let result = try await second.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.stderr.contains("listrd cannot listen on 127.0.0.1:\(port)"), "\(result)")
+        #expect(result.stderr.contains("Choose another --port or --listen-host."), "\(result)")
+    }
+
+    @Test("when avahi-daemon cannot be reached, listrctl says so at once and points to --connect")
+    func discoveryUnavailable() async throws {
+        let world = try ListrFixture()
+        let started = ContinuousClock.now
+        let process = try TestProcess.launch(
+            try ListrBinaries.url("listrctl"),
+            ["item", "list", "--service-type", world.serviceType, "--timeout", "20"],
+            name: "listrctl without a system bus",
+            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(world.path("no-bus"))"]
+        )
+        let result = try await process.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.stderr.contains("listrd (service type \"\(world.serviceType)\") cannot be discovered"), "\(result)")
+        #expect(result.stderr.contains("--connect HOST:PORT"), "\(result)")
+        #expect(ContinuousClock.now - started < .seconds(15), "it waited for its 20 s timeout instead of failing at once")
+    }
+}
