@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -108,7 +109,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             return server.localAddress?.port
         } catch {
             state.withLockedValue { $0.running = false }
-            throw PeerKitError.listenFailed(address: address, reason: "\(error)")
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
+            throw PeerKitError.listenFailed(address: address, reason: reason)
         }
     }
 

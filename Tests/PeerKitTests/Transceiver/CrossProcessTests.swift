@@ -33,21 +33,25 @@ final class NodeProcess: Sendable {
         process.standardOutput = stdout
         let (lines, continuation) = AsyncStream.makeStream(of: [String: any Sendable].self)
         let reader = stdout.fileHandleForReading
-        let buffer = LineBuffer()
-        reader.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                reader.readabilityHandler = nil
-                continuation.finish()
-                return
-            }
-            for line in buffer.append(data) {
-                if let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any] {
-                    continuation.yield(object.mapValues { "\($0)" as any Sendable }.merging(Self.flatten(object)) { $1 })
+        // A thread of its own reads the output (readabilityHandler misbehaves on Linux).
+        let thread = Thread {
+            var pending = Data()
+            while true {
+                let data = reader.availableData
+                if data.isEmpty { break }
+                pending.append(data)
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = pending[pending.startIndex..<newline]
+                    pending = Data(pending[pending.index(after: newline)...])
+                    if let object = try? JSONSerialization.jsonObject(with: line) as? [String: Any] {
+                        continuation.yield(object.mapValues { "\($0)" as any Sendable }.merging(Self.flatten(object)) { $1 })
+                    }
                 }
             }
+            continuation.finish()
         }
         try process.run()
+        thread.start()
         self.process = process
         self.input = stdin.fileHandleForWriting
         self.lines = lines
@@ -83,22 +87,6 @@ final class NodeProcess: Sendable {
     func terminate() {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
-    }
-}
-
-/// Splits data into lines across reads.
-final class LineBuffer: @unchecked Sendable {
-    // Only the stdout readability handler uses it, and Foundation calls that handler serially.
-    private var pending = Data()
-
-    func append(_ data: Data) -> [Data] {
-        pending.append(data)
-        var lines: [Data] = []
-        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-            lines.append(pending[pending.startIndex..<newline])
-            pending = pending[pending.index(after: newline)...]
-        }
-        return lines
     }
 }
 

@@ -190,9 +190,22 @@ struct TransceiverConnectionTests {
     @Test("a lost peer that comes back on its address is redialled")
     func redial() async throws {
         let serviceType = randomServiceType()
-        let first = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "server"))
-        try await first.start()
-        let port = try #require(first.listeningPort)
+        // A fixed port below Linux's ephemeral range (32768–60999), as a daemon would use, so that no
+        // other test's outgoing connection takes it while the server is down.
+        func startServer(_ name: String, port: Int) async throws -> PeerTransceiver {
+            var configuration = loopbackConfiguration(serviceType: serviceType, name: name)
+            configuration.listenPort = port
+            let server = PeerTransceiver(configuration: configuration)
+            try await server.start()
+            return server
+        }
+        var port = Int.random(in: 20000..<30000)
+        var started: PeerTransceiver?
+        for _ in 0..<50 where started == nil {
+            started = try? await startServer("server", port: port)
+            if started == nil { port = Int.random(in: 20000..<30000) }
+        }
+        let first = try #require(started, "no free port between 20000 and 30000")
         var clientConfiguration = loopbackConfiguration(serviceType: serviceType, name: "client", peers: [PeerEndpoint(host: "127.0.0.1", port: port)])
         clientConfiguration.advertises = false
         let client = PeerTransceiver(configuration: clientConfiguration)
@@ -203,10 +216,7 @@ struct TransceiverConnectionTests {
         first.stop()
         _ = try await nextEvent(events, "peerDisconnected") { if case .peerDisconnected = $0 { return true } else { return false } }
 
-        var configuration = loopbackConfiguration(serviceType: serviceType, name: "server again")
-        configuration.listenPort = port
-        let second = PeerTransceiver(configuration: configuration)
-        try await second.start()
+        let second = try await startServer("server again", port: port)
         defer { second.stop() }
         let event = try await nextEvent(events, "peerConnected again") { if case .peerConnected = $0 { return true } else { return false } }
         #expect(event == .peerConnected(Peer(id: second.peerID, name: "server again", isConnected: true)))
