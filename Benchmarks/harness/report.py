@@ -12,6 +12,9 @@ RATIOS = [
     ("pk.tput.100", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
                      ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
                      ("JSON floor", "json.floor.100")]),
+    ("pk.tput.100.send", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
+                          ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
+                          ("JSON floor", "json.floor.100")]),
     ("pk.tput.64k", [("raw", "raw.tput.64k"), ("pyzmq", "zmq.tput.64k"), ("JSON floor", "json.floor.64k")]),
     ("pk.tput.4m", [("raw", "raw.tput.4m"), ("pyzmq", "zmq.tput.4m"), ("JSON floor", "json.floor.4m")]),
     ("pk.rtt.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
@@ -42,7 +45,7 @@ TARGETS = [
 
 
 TARGET_TITLES = {
-    "pk.tput.100": "PeerKit 100 B one-way", "pk.rtt.pinned.p50": "PeerKit request/reply p50, pinned",
+    "pk.tput.100": "PeerKit 100 B one-way, broadcast", "pk.rtt.pinned.p50": "PeerKit request/reply p50, pinned",
     "listr.cli": "listrctl item list", "pk.discovery.pair": "fresh pair, resume() → connected",
     "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",
 }

@@ -115,12 +115,12 @@ class Suite:
     def service_type(self):
         return "b" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(10))
 
-    def peerkit_throughput(self, size, count, window, receivers=1):
+    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast"):
         service = self.service_type()
         result = pair([self.pkbench, "sink", "--receivers", str(receivers), "--ack-every", str(window // 2),
                        "--service-type", service, "--timeout", "120"],
                       [self.pkbench, "source", "--connect", "{ports}", "--size", str(size), "--count", str(count),
-                       "--window", str(window), "--service-type", service, "--timeout", "120"],
+                       "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120"],
                       result_from="server", timeout=120)
         return result
 
@@ -294,8 +294,10 @@ class Suite:
         self.measure("json.floor.4m", "JSON floor 4 MiB", "MB/s", runs, lambda: self.json_floor(4 << 20, n(40))["MBps"])
 
         self.log("PeerKit")
-        self.measure("pk.tput.100", "PeerKit 100 B one-way (typed handler)", "msgs/s", runs,
+        self.measure("pk.tput.100", "PeerKit 100 B one-way, broadcast", "msgs/s", runs,
                      lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000)["msgsPerSec"])
+        self.measure("pk.tput.100.send", "PeerKit 100 B one-way, send(_:to:)", "msgs/s", runs,
+                     lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, api="send")["msgsPerSec"])
         self.measure("pk.tput.64k", "PeerKit 64 KiB one-way", "MB/s", runs,
                      lambda: self.peerkit_throughput(65536, n(6_000), 64)["MBps"])
         self.measure("pk.tput.4m", "PeerKit 4 MiB one-way", "MB/s", runs,
