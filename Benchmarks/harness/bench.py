@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Runs PeerKit's benchmarks and their baselines in one invocation; prints a Markdown table with
+ratios and writes the figures as JSON. `scripts/bench` builds everything and calls this.
+
+Every measurement is a pair of processes over 127.0.0.1 (or one process for the JSON floor): the
+serving process prints {"event":"ready","port":P}, the other is started against that port, and the
+measuring one prints one JSON object with its result. Each measurement runs --runs times in fresh
+processes; the table shows the median and the spread (min–max) of the runs. Every process is
+bounded in time and ended by its PID.
+"""
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from report import compute_ratios, machine_description, markdown
+from suite import Suite
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin-dir", required=True, help="where the release peerkit-bench (and listrd, listrctl) are")
+    parser.add_argument("--raw", required=True, help="the compiled rawbench")
+    parser.add_argument("--python", required=True, help="a Python with pyzmq")
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (fresh processes each)")
+    parser.add_argument("--peerkit-messages", type=int, default=300_000, help="messages per PeerKit 100 B run")
+    parser.add_argument("--quick", action="store_true", help="a tenth of the messages, to try the harness")
+    parser.add_argument("--only", nargs="*", help="key prefixes to run, e.g. raw. pk.rtt")
+    parser.add_argument("--out-dir", default="bench-results")
+    args = parser.parse_args()
+
+    machine = machine_description(args.python)
+    suite = Suite(args)
+    started = time.monotonic()
+    suite.run()
+    ratios = compute_ratios(suite.figures)
+    print(markdown(suite.figures, ratios, machine, args.runs))
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = out_dir / f"{stamp}.json"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out.write_text(json.dumps({"timestamp": stamp, "commit": commit, "machine": machine, "runs": args.runs,
+                               "quick": args.quick, "seconds": time.monotonic() - started,
+                               "figures": suite.figures, "ratios": ratios}, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nWrote {out} ({time.monotonic() - started:.0f} s).", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Ratios to the baselines, issue 6's targets, the Markdown report and the machine it ran on."""
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from stats import format_figure, format_value
+
+
+RATIOS = [
+    ("pk.tput.100", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
+                     ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
+                     ("JSON floor", "json.floor.100")]),
+    ("pk.tput.100.send", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
+                          ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
+                          ("JSON floor", "json.floor.100")]),
+    ("pk.tput.64k", [("raw", "raw.tput.64k"), ("pyzmq", "zmq.tput.64k"), ("JSON floor", "json.floor.64k")]),
+    ("pk.tput.4m", [("raw", "raw.tput.4m"), ("pyzmq", "zmq.tput.4m"), ("JSON floor", "json.floor.4m")]),
+    ("pk.rtt.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
+                           ("pyzmq JSON", "zmq.rtt.json.pinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
+    ("pk.rtt.pinned.p99", [("raw", "raw.rtt.pinned.p99"), ("pyzmq", "zmq.rtt.bytes.pinned.p99"),
+                           ("pyzmq JSON", "zmq.rtt.json.pinned.p99")]),
+    ("pk.rtt.unpinned.p50", [("raw", "raw.rtt.unpinned.p50"), ("pyzmq", "zmq.rtt.bytes.unpinned.p50"),
+                             ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
+    ("pk.rtt.unpinned.p99", [("raw", "raw.rtt.unpinned.p99"), ("pyzmq", "zmq.rtt.bytes.unpinned.p99"),
+                             ("pyzmq JSON", "zmq.rtt.json.unpinned.p99")]),
+    ("pk.fanout.1", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
+    ("pk.fanout.4", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
+    ("pk.fanout.16", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
+]
+RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq JSON", "JSON floor"]
+
+# Issue 6's targets: (key, description, check on the figures → (met, where it stands)).
+TARGETS = [
+    ("pk.tput.100", "≥ 0.5× pyzmq PUSH/PULL bytes",
+     lambda f: ratio_target(f, "pk.tput.100", "zmq.tput.100.bytes", lambda r: r >= 0.5)),
+    ("pk.rtt.pinned.p50", "≤ 2× raw ping-pong (one core)",
+     lambda f: ratio_target(f, "pk.rtt.pinned.p50", "raw.rtt.pinned.p50", lambda r: r <= 2)),
+    ("listr.cli", "≤ 30 ms", lambda f: absolute_target(f, "listr.cli", lambda v: v <= 30)),
+    ("pk.discovery.pair", "≤ 1.2 s", lambda f: absolute_target(f, "pk.discovery.pair", lambda v: v <= 1200)),
+    ("pk.discovery.join", "≤ 50 ms", lambda f: absolute_target(f, "pk.discovery.join", lambda v: v <= 50)),
+    ("listr.dump", "≥ 300 MB/s", lambda f: absolute_target(f, "listr.dump", lambda v: v >= 300)),
+]
+
+
+TARGET_TITLES = {
+    "pk.tput.100": "PeerKit 100 B one-way, broadcast", "pk.rtt.pinned.p50": "PeerKit request/reply p50, pinned",
+    "listr.cli": "listrctl item list", "pk.discovery.pair": "fresh pair, resume() → connected",
+    "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",
+}
+
+
+def baseline_value(figures, key):
+    if key.endswith("×2"):
+        figure = figures.get(key[:-2])
+        return figure["median"] * 2 if figure and figure.get("status") == "ok" else None
+    figure = figures.get(key)
+    return figure["median"] if figure and figure.get("status") == "ok" else None
+
+
+def ratio_target(figures, key, baseline, check):
+    mine, theirs = baseline_value(figures, key), baseline_value(figures, baseline)
+    if mine is None or theirs is None:
+        return None, "not measured"
+    ratio = mine / theirs
+    return check(ratio), f"{ratio:.2f}×"
+
+
+def absolute_target(figures, key, check):
+    value = baseline_value(figures, key)
+    if value is None:
+        return None, "not measured"
+    return check(value), format_value(value, figures[key]["unit"]) + " " + figures[key]["unit"]
+
+
+def compute_ratios(figures):
+    ratios = {}
+    for key, columns in RATIOS:
+        mine = baseline_value(figures, key)
+        for column, baseline in columns:
+            theirs = baseline_value(figures, baseline)
+            if mine is not None and theirs:
+                ratios.setdefault(key, {})[column] = mine / theirs
+    return ratios
+
+
+def markdown(figures, ratios, machine, runs):
+    lines = [f"PeerKit benchmarks — {machine['cpu']}, {machine['cores']} cores, {machine['kernel']}, "
+             f"{machine['swift']}; median of {runs} run{'s' if runs != 1 else ''} in fresh processes (min–max of the runs in brackets).", ""]
+    lines += ["| PeerKit | median | " + " | ".join(f"/ {c}" for c in RATIO_COLUMNS) + " |",
+              "|---|---:|" + "---:|" * len(RATIO_COLUMNS)]
+    for key, figure in figures.items():
+        if not key.startswith(("pk.", "listr.")):
+            continue
+        cells = [figure["title"], format_figure(figure)]
+        for column in RATIO_COLUMNS:
+            value = ratios.get(key, {}).get(column)
+            cells.append(f"{value:.2f}×" if value is not None else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Ratios are PeerKit ÷ baseline: above 1 is faster for rates, slower for times. The JSON floor "
+              "of a round trip is two encodes and two decodes.", ""]
+    lines += ["| Baseline | median |", "|---|---:|"]
+    for key, figure in figures.items():
+        if key.startswith(("raw.", "zmq.", "json.")):
+            lines.append(f"| {figure['title']} | {format_figure(figure)} |")
+    lines += ["", "| Target (issue 6) | goal | now | met |", "|---|---|---:|:-:|"]
+    for key, goal, check in TARGETS:
+        met, now = check(figures)
+        title = figures.get(key, {}).get("title", TARGET_TITLES.get(key, key))
+        lines.append(f"| {title} | {goal} | {now} | {'–' if met is None else ('yes' if met else 'no')} |")
+    unavailable = [(f["title"], f["reason"]) for f in figures.values() if f.get("status") != "ok"]
+    if unavailable:
+        lines += ["", "Unavailable:"] + [f"- {title}: {reason}" for title, reason in unavailable]
+    return "\n".join(lines)
+
+
+def machine_description(python):
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    swift = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout.splitlines()
+    zmq_version = subprocess.run([python, "-c", "import zmq; print(zmq.zmq_version(), zmq.__version__)"],
+                                 capture_output=True, text=True).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": f"Linux {platform.release()}",
+            "swift": swift[0].replace("Swift version ", "Swift ") if swift else "Swift (unknown)",
+            "zeromq": zmq_version, "python": platform.python_version()}

@@ -1,0 +1,375 @@
+"""The measurements: baselines first, then PeerKit, discovery and Listr."""
+
+import random
+import shutil
+import socket
+import statistics
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from listr_store import write_store_plist
+from processes import FAILURES, BenchError, Process, is_ready, is_result, pair, pinned
+from stats import format_figure, summarize
+
+
+class Suite:
+    def __init__(self, args):
+        self.args = args
+        self.bin = Path(args.bin_dir)
+        self.pkbench = str(self.bin / "peerkit-bench")
+        self.raw = args.raw
+        self.python = args.python
+        self.zmq = str(Path(__file__).resolve().parent.parent / "zmq" / "zmqbench.py")
+        self.figures = {}
+        self.scale = 0.1 if args.quick else 1.0
+
+    def n(self, count):
+        return max(int(count * self.scale), 10)
+
+    def log(self, text):
+        print(text, file=sys.stderr, flush=True)
+
+    def measure(self, key, title, unit, runs, one_run, lower_is_better=False):
+        """Runs `one_run` (returning a number) `runs` times; records the figure or why it is unavailable."""
+        if self.args.only and not any(key.startswith(prefix) for prefix in self.args.only):
+            return
+        samples = []
+        started = time.monotonic()
+        try:
+            for _ in range(runs):
+                samples.append(one_run())
+        except FAILURES as error:
+            self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(error)}
+            self.log(f"  {title}: unavailable: {error}")
+            return
+        figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower_is_better}
+        figure.update(summarize(samples))
+        self.figures[key] = figure
+        self.log(f"  {title}: {format_figure(figure)} [{time.monotonic() - started:.1f} s]")
+
+    def measure_many(self, keys, runs, one_run):
+        """Like `measure` for a run that yields several figures at once: keys maps key → (title, unit, field, lower)."""
+        if self.args.only and not any(key.startswith(prefix) for key in keys for prefix in self.args.only):
+            return
+        results = []
+        try:
+            for _ in range(runs):
+                results.append(one_run())
+        except FAILURES as error:
+            for key, (title, unit, _, _) in keys.items():
+                self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(error)}
+            self.log(f"  {', '.join(t for t, *_ in keys.values())}: unavailable: {error}")
+            return
+        for key, (title, unit, field, lower) in keys.items():
+            figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower}
+            figure.update(summarize([result[field] for result in results]))
+            self.figures[key] = figure
+            self.log(f"  {title}: {format_figure(figure)}")
+
+    # ---- Raw C baseline
+
+    def raw_throughput(self, size, count, batch, field):
+        result = pair([self.raw, "sink", "--timeout", "60"],
+                      [self.raw, "source", "--connect", "127.0.0.1:{port}", "--size", str(size),
+                       "--count", str(count), "--batch", str(batch), "--timeout", "60"],
+                      result_from="server")
+        return result[field]
+
+    def raw_rtt(self, pin):
+        return pair(pinned([self.raw, "echo", "--timeout", "60"], pin),
+                    pinned([self.raw, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
+                            "--count", str(self.n(20000)), "--timeout", "60"], pin))
+
+    # ---- pyzmq baseline
+
+    def zmq_throughput(self, size, count, use_json, field):
+        flag = ["--json"] if use_json else []
+        result = pair([self.python, self.zmq, "pull", "--size", str(size), "--timeout", "90"] + flag,
+                      [self.python, self.zmq, "push", "--connect", "127.0.0.1:{port}", "--size", str(size),
+                       "--count", str(count), "--timeout", "90"] + flag,
+                      result_from="server", timeout=90)
+        return result[field]
+
+    def zmq_rtt(self, use_json, pin):
+        flag = ["--json"] if use_json else []
+        return pair(pinned([self.python, self.zmq, "rep", "--size", "100", "--timeout", "90"] + flag, pin),
+                    pinned([self.python, self.zmq, "req", "--connect", "127.0.0.1:{port}", "--size", "100",
+                            "--count", str(self.n(20000)), "--timeout", "90"] + flag, pin), timeout=90)
+
+    # ---- JSON floor
+
+    def json_floor(self, size, count):
+        process = Process([self.pkbench, "json-floor", "--size", str(size), "--count", str(count),
+                           "--timeout", "60"], label="peerkit-bench json-floor")
+        try:
+            return process.next_line(timeout=60, want=is_result)
+        finally:
+            process.end()
+
+    # ---- PeerKit
+
+    def service_type(self):
+        return "b" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(10))
+
+    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast"):
+        service = self.service_type()
+        result = pair([self.pkbench, "sink", "--receivers", str(receivers), "--ack-every", str(window // 2),
+                       "--service-type", service, "--timeout", "120"],
+                      [self.pkbench, "source", "--connect", "{ports}", "--size", str(size), "--count", str(count),
+                       "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120"],
+                      result_from="server", timeout=120)
+        return result
+
+    def peerkit_rtt(self, pin):
+        service = self.service_type()
+        return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120"], pin),
+                    pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
+                            "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120"], pin),
+                    timeout=120)
+
+    def discovery_pair(self):
+        """A fresh pair started together; the later of the two resume()→connected times."""
+        service = self.service_type()
+        first = Process([self.pkbench, "discovery-peer", "--name", "pair-a", "--service-type", service,
+                         "--timeout", "30"], label="discovery-peer a", stdin=True)
+        second = Process([self.pkbench, "discovery-peer", "--name", "pair-b", "--service-type", service,
+                          "--timeout", "30"], label="discovery-peer b", stdin=True)
+        try:
+            connected = lambda line: line.get("event") == "connected"
+            a = first.next_line(timeout=20, want=connected)
+            b = second.next_line(timeout=20, want=connected)
+            return max(a["seconds"], b["seconds"])
+        finally:
+            second.end()
+            first.end()
+
+    def discovery_join(self, iterations):
+        service = self.service_type()
+        anchor = Process([self.pkbench, "discovery-peer", "--name", "anchor", "--service-type", service,
+                          "--timeout", "120"], label="discovery-peer anchor", stdin=True)
+        try:
+            anchor.next_line(timeout=20, want=is_ready)
+            time.sleep(1.0)  # Let Avahi finish announcing the anchor: the figure is about joining an advertised peer.
+            joiner = Process([self.pkbench, "join", "--iterations", str(iterations), "--service-type", service,
+                              "--timeout", "90"], label="peerkit-bench join")
+            try:
+                return joiner.next_line(timeout=90, want=is_result)
+            finally:
+                joiner.end()
+        finally:
+            anchor.end()
+
+    # ---- Listr
+
+    def listr_binaries(self):
+        listrd, listrctl = self.bin / "listrd", self.bin / "listrctl"
+        for binary in (listrd, listrctl):
+            if not binary.exists():
+                raise BenchError(f"{binary} is missing; build it with `swift build -c release --product {binary.name}`")
+        probe = subprocess.run([str(listrctl), "--help"], capture_output=True, text=True, timeout=10)
+        if "item" not in probe.stdout + probe.stderr:
+            raise BenchError("listrctl is a placeholder without the `item` commands")
+        return str(listrd), str(listrctl)
+
+    def with_listrd(self, body):
+        """Starts listrd on a temporary store (advertised through Avahi, listening on 127.0.0.1 at a
+        known port) and runs body(ctl, folder, port) once listrctl reaches it."""
+        listrd, listrctl = self.listr_binaries()
+        service = self.service_type()
+        folder = Path(tempfile.mkdtemp(prefix="peerkit-bench-listr-"))
+        port = free_port()
+        daemon = Process([listrd, "--store", str(folder / "store.json"), "--service-type", service,
+                          "--name", "bench-listrd", "--listen-host", "127.0.0.1", "--port", str(port)],
+                         label="listrd")
+        try:
+            def ctl(*arguments, options=(), timeout=60):
+                # listrctl takes its options after the subcommand: `listrctl item list --service-type T`.
+                return subprocess.run([listrctl, *arguments, "--service-type", service, "--timeout", "30", *options],
+                                      capture_output=True, text=True, timeout=timeout)
+            deadline = time.monotonic() + 20
+            while True:
+                probe = ctl("item", "list")
+                if probe.returncode == 0:
+                    break
+                if time.monotonic() > deadline or daemon.popen.poll() is not None:
+                    raise BenchError(f"listrctl could not reach listrd: {one_line(probe)}")
+            return body(ctl, folder, port)
+        finally:
+            daemon.popen.terminate()
+            daemon.end(grace=10)
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # How listrctl finds the daemon, for the CLI figure: the plain command discovers it through
+    # Avahi; --peer names it (no wait for other daemons); --connect dials it directly.
+    CLI_VARIANTS = {
+        "listr.cli": ("listrctl item list (wall)", []),
+        "listr.cli.peer": ("listrctl --peer NAME item list (wall)", ["--peer", "bench-listrd"]),
+        "listr.cli.connect": ("listrctl --connect HOST:PORT item list (wall)", ["--connect", "127.0.0.1:{port}"]),
+    }
+
+    def listr_cli(self, runs):
+        """Wall milliseconds of `listrctl item list` against a store of 10 items, per variant."""
+        def body(ctl, folder, port):
+            for index in range(10):
+                added = ctl("item", "add", f"Item {index}")
+                if added.returncode != 0:
+                    raise BenchError(f"listrctl item add failed: {one_line(added)}")
+            results = {}
+            for key, (_, options) in self.CLI_VARIANTS.items():
+                options = [option.replace("{port}", str(port)) for option in options]
+                samples = []
+                for _ in range(runs):
+                    begin = time.monotonic()
+                    listed = ctl("item", "list", options=options)
+                    samples.append((time.monotonic() - begin) * 1000)
+                    if listed.returncode != 0:
+                        samples = f"listrctl item list {' '.join(options)} failed: {one_line(listed)}"
+                        break
+                results[key] = samples
+            return results
+        return self.with_listrd(body)
+
+    def listr_dump(self, megabytes, runs):
+        def body(ctl, folder, port):
+            plist = folder / "big.plist"
+            write_store_plist(plist, megabytes * 1024 * 1024)
+            replaced = ctl("store", "replace", str(plist), timeout=120)
+            if replaced.returncode != 0:
+                raise BenchError(f"listrctl store replace of a {megabytes} MiB property list failed: {one_line(replaced)}")
+            rates = []
+            for run in range(runs):
+                out = folder / f"dump-{run}.plist"
+                begin = time.monotonic()
+                dumped = ctl("store", "dump", str(out), timeout=120)
+                seconds = time.monotonic() - begin
+                if dumped.returncode != 0:
+                    raise BenchError(f"listrctl store dump failed: {one_line(dumped)}")
+                rates.append(out.stat().st_size / seconds / 1e6)
+                out.unlink()
+            return rates
+        return self.with_listrd(body)
+
+    # ---- Everything
+
+    def run(self):
+        runs = self.args.runs
+        n = self.n
+        self.log("Baselines: raw C")
+        self.measure("raw.tput.100.single", "raw 100 B, one write per frame", "msgs/s", runs,
+                     lambda: self.raw_throughput(100, n(1_000_000), 1, "msgsPerSec"))
+        self.measure("raw.tput.100.batched", "raw 100 B, 64 frames per write", "msgs/s", runs,
+                     lambda: self.raw_throughput(100, n(5_000_000), 64, "msgsPerSec"))
+        self.measure("raw.tput.64k", "raw 64 KiB", "MB/s", runs, lambda: self.raw_throughput(65536, n(30_000), 1, "MBps"))
+        self.measure("raw.tput.4m", "raw 4 MiB", "MB/s", runs, lambda: self.raw_throughput(4 << 20, n(400), 1, "MBps"))
+        for pin, label in ((True, "pinned"), (False, "unpinned")):
+            self.measure_many({f"raw.rtt.{label}.p50": (f"raw RTT p50, {label}", "µs", "p50us", True),
+                               f"raw.rtt.{label}.p99": (f"raw RTT p99, {label}", "µs", "p99us", True)},
+                              runs, lambda pin=pin: self.raw_rtt(pin))
+
+        self.log("Baselines: pyzmq")
+        self.measure("zmq.tput.100.bytes", "pyzmq PUSH/PULL 100 B", "msgs/s", runs,
+                     lambda: self.zmq_throughput(100, n(500_000), False, "msgsPerSec"))
+        self.measure("zmq.tput.100.json", "pyzmq PUSH/PULL 100 B, send_json", "msgs/s", runs,
+                     lambda: self.zmq_throughput(100, n(200_000), True, "msgsPerSec"))
+        self.measure("zmq.tput.64k", "pyzmq PUSH/PULL 64 KiB", "MB/s", runs,
+                     lambda: self.zmq_throughput(65536, n(30_000), False, "MBps"))
+        self.measure("zmq.tput.4m", "pyzmq PUSH/PULL 4 MiB", "MB/s", runs,
+                     lambda: self.zmq_throughput(4 << 20, n(400), False, "MBps"))
+        for use_json, kind in ((False, "bytes"), (True, "json")):
+            for pin, label in ((True, "pinned"), (False, "unpinned")):
+                suffix = ", send_json" if use_json else ""
+                self.measure_many({f"zmq.rtt.{kind}.{label}.p50": (f"pyzmq REQ/REP p50{suffix}, {label}", "µs", "p50us", True),
+                                   f"zmq.rtt.{kind}.{label}.p99": (f"pyzmq REQ/REP p99{suffix}, {label}", "µs", "p99us", True)},
+                                  runs, lambda use_json=use_json, pin=pin: self.zmq_rtt(use_json, pin))
+
+        self.log("Baselines: JSON floor (Foundation JSONEncoder + JSONDecoder of the envelope)")
+        self.measure_many({"json.floor.100": ("JSON floor 100 B", "msgs/s", "msgsPerSec", False),
+                           "json.floor.100.us": ("JSON floor 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
+                          runs, lambda: self.json_floor(100, n(200_000)))
+        self.measure("json.floor.64k", "JSON floor 64 KiB", "MB/s", runs, lambda: self.json_floor(65536, n(3_000))["MBps"])
+        self.measure("json.floor.4m", "JSON floor 4 MiB", "MB/s", runs, lambda: self.json_floor(4 << 20, n(40))["MBps"])
+
+        self.log("PeerKit")
+        self.measure("pk.tput.100", "PeerKit 100 B one-way, broadcast", "msgs/s", runs,
+                     lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000)["msgsPerSec"])
+        self.measure("pk.tput.100.send", "PeerKit 100 B one-way, send(_:to:)", "msgs/s", runs,
+                     lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, api="send")["msgsPerSec"])
+        self.measure("pk.tput.64k", "PeerKit 64 KiB one-way", "MB/s", runs,
+                     lambda: self.peerkit_throughput(65536, n(6_000), 64)["MBps"])
+        self.measure("pk.tput.4m", "PeerKit 4 MiB one-way", "MB/s", runs,
+                     lambda: self.peerkit_throughput(4 << 20, n(100), 4)["MBps"])
+        for pin, label in ((True, "pinned"), (False, "unpinned")):
+            self.measure_many({f"pk.rtt.{label}.p50": (f"PeerKit request/reply p50, {label}", "µs", "p50us", True),
+                               f"pk.rtt.{label}.p99": (f"PeerKit request/reply p99, {label}", "µs", "p99us", True)},
+                              runs, lambda pin=pin: self.peerkit_rtt(pin))
+        for receivers in (1, 4, 16):
+            self.measure(f"pk.fanout.{receivers}", f"PeerKit broadcast to {receivers}, per receiver", "msgs/s", runs,
+                         lambda receivers=receivers: self.peerkit_throughput(
+                             100, n(self.args.peerkit_messages // receivers), 20_000, receivers)["msgsPerSec"])
+
+        self.log("PeerKit discovery (Avahi)")
+        trials = max(runs, 5)
+        self.measure_samples("pk.discovery.pair", "fresh pair, resume() → connected", "ms",
+                             lambda: [self.discovery_pair() * 1000 for _ in range(trials)])
+        self.measure_samples("pk.discovery.join", "new transceiver joins an advertised peer", "ms",
+                             lambda: [s * 1000 for s in self.discovery_join(trials + 1)["samples"]])
+
+        self.log("Listr")
+        self.measure_cli()
+        self.measure("listr.dump", "listrctl store dump, 64 MiB store", "MB/s", 1,
+                     lambda: statistics.median(self.listr_dump(64 if not self.args.quick else 4, 3)))
+        if self.figures.get("listr.dump", {}).get("status") == "unavailable":
+            # A store that fits in one default-sized frame (16 MiB, base64 included) shows the rate anyway.
+            self.measure("listr.dump.8m", "listrctl store dump, 8 MiB store", "MB/s", 1,
+                         lambda: statistics.median(self.listr_dump(8, 3)))
+
+    def measure_samples(self, key, title, unit, samples):
+        """Records a figure whose samples come from one call of `samples` (a list), e.g. several
+        timings inside one process; `lowerIsBetter` since these are all times."""
+        if self.args.only and not any(key.startswith(prefix) for prefix in self.args.only):
+            return
+        try:
+            values = samples()
+        except FAILURES as error:
+            self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(error)}
+            self.log(f"  {title}: unavailable: {error}")
+            return
+        figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": True}
+        figure.update(summarize(values))
+        self.figures[key] = figure
+        self.log(f"  {title}: {format_figure(figure)}")
+
+    def measure_cli(self):
+        if self.args.only and not any(key.startswith(p) for key in self.CLI_VARIANTS for p in self.args.only):
+            return
+        try:
+            results = self.listr_cli(20 if not self.args.quick else 5)
+        except FAILURES as error:
+            results = {key: str(error) for key in self.CLI_VARIANTS}
+        for key, (title, _) in self.CLI_VARIANTS.items():
+            samples = results[key]
+            if isinstance(samples, str):
+                self.figures[key] = {"title": title, "unit": "ms", "status": "unavailable", "reason": samples}
+                self.log(f"  {title}: unavailable: {samples}")
+                continue
+            figure = {"title": title, "unit": "ms", "status": "ok", "lowerIsBetter": True}
+            figure.update(summarize(samples))
+            self.figures[key] = figure
+            self.log(f"  {title}: {format_figure(figure)}")
+
+
+def one_line(completed):
+    """What a finished listrctl said (stderr, else stdout), on one line, for an error message."""
+    text = " ".join((completed.stderr or completed.stdout or f"exit status {completed.returncode}").split())
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -1,0 +1,28 @@
+import ArgumentParser
+import PeerKit
+
+extension PeerKitBench {
+    /// The responding side of request/reply: answers each `BenchPayload` request with the same payload.
+    struct Echo: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Answer BenchPayload requests with the same payload until the requester leaves."
+        )
+
+        @Option(help: "The port to listen on; 0 picks a free one.")
+        var port = 0
+
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            common.startWatchdog("The echo server")
+            let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "echo",
+                                                    discovery: .none, listens: true, port: port, logLevel: common.logLevel)
+            transceiver.respond(to: BenchPayload.self) { request, _ in request }
+            let events = transceiver.events()
+            try await transceiver.start()
+            Report.emit(ReadyLine(port: transceiver.listeningPort ?? 0, ports: [transceiver.listeningPort ?? 0]))
+            await events.firstDisconnection()
+            transceiver.stop()
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import PeerKit
+
+extension PeerKitBench {
+    /// The measuring side of request/reply: `request(_:to:expecting:)` one at a time, each timed.
+    struct Ping: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send BenchPayload requests one at a time and print the round-trip percentiles."
+        )
+
+        @Option(help: "The echo server, as HOST:PORT.")
+        var connect: String
+
+        @Option(help: "The payload's JSON size in bytes.")
+        var size = 100
+
+        @Option(help: "How many timed round trips.")
+        var count = 20_000
+
+        @Option(help: "How many untimed round trips first.")
+        var warmup = 1_000
+
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            common.startWatchdog("The requester")
+            let endpoints = BenchTransceiver.endpoints([connect])
+            let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "ping",
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
+            try await transceiver.start()
+            guard let peer = await transceiver.waitForConnectedPeers(1).first else {
+                Report.fail("No echo server connected at \(connect).")
+            }
+            let template = BenchPayload(size: size, seq: 0)
+            var samples: [Double] = []
+            samples.reserveCapacity(count)
+            let clock = ContinuousClock()
+            for index in 0..<(warmup + count) {
+                let begin = clock.now
+                let reply = try await transceiver.request(template.with(seq: index), to: peer,
+                                                          expecting: BenchPayload.self, timeout: .seconds(10))
+                let end = clock.now
+                guard reply.seq == index else {
+                    Report.fail("Request \(index) was answered with the reply to \(reply.seq).")
+                }
+                if index >= warmup {
+                    samples.append(end.seconds(since: begin) * 1e6)
+                }
+            }
+            Report.emit(LatencySummary(samples: samples))
+            transceiver.stop()
+        }
+    }
+}

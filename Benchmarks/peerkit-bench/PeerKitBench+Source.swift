@@ -1,0 +1,78 @@
+import ArgumentParser
+import PeerKit
+
+extension PeerKitBench {
+    /// The sending side of one-way throughput and fan-out: dials the sinks (static peers) and
+    /// sends `count` payloads, then the end marker.
+    struct Source: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send BenchPayloads to every sink as fast as flow control allows."
+        )
+
+        /// How the payloads are handed to PeerKit.
+        enum API: String, ExpressibleByArgument {
+            /// `broadcast(_:)`: fire and forget, encoded once for all peers.
+            case broadcast
+            /// `try await send(_:to:)` to all peers.
+            case send
+        }
+
+        @Option(parsing: .upToNextOption, help: "The sinks to dial, as HOST:PORT.")
+        var connect: [String]
+
+        @Option(help: "The payload's JSON size in bytes.")
+        var size = 100
+
+        @Option(help: "How many payloads to send.")
+        var count = 100_000
+
+        @Option(help: "The most unacknowledged payloads; twice the sink's --ack-every. 0: no flow control.")
+        var window = 0
+
+        @Option(help: "broadcast or send.")
+        var api: API = .broadcast
+
+        @OptionGroup var common: CommonOptions
+
+        func validate() throws {
+            guard !connect.isEmpty else { throw ValidationError("Pass at least one sink with --connect HOST:PORT.") }
+            guard count >= 1, size >= BenchPayload.jsonOverhead else {
+                throw ValidationError("--count must be at least 1 and --size at least \(BenchPayload.jsonOverhead).")
+            }
+            guard window == 0 || (window >= 2 && window % 2 == 0) else {
+                throw ValidationError("--window must be 0 or an even number, twice the sink's --ack-every.")
+            }
+        }
+
+        func run() async throws {
+            common.startWatchdog("The source")
+            let endpoints = BenchTransceiver.endpoints(connect)
+            let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "source",
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
+            try await transceiver.start()
+            let peers = await transceiver.waitForConnectedPeers(endpoints.count)
+            let flow = SendWindow(receivers: peers.map(\.id))
+            transceiver.receive(BenchAck.self) { ack, sender in
+                flow.acknowledge(ack.seq, from: sender.id)
+            }
+
+            let template = BenchPayload(size: size, seq: 0)
+            for seq in 0..<count {
+                if window > 0, seq >= window, seq % (window / 2) == 0 {
+                    await flow.waitUntilAcknowledged(seq - window)
+                }
+                try await send(template.with(seq: seq), with: transceiver, to: peers)
+            }
+            try await send(template.with(seq: BenchPayload.endOfRun), with: transceiver, to: peers)
+            await flow.waitForEnd()
+            transceiver.stop()
+        }
+
+        private func send(_ payload: BenchPayload, with transceiver: PeerTransceiver, to peers: [Peer]) async throws {
+            switch api {
+            case .broadcast: transceiver.broadcast(payload)
+            case .send: try await transceiver.send(payload, to: peers)
+            }
+        }
+    }
+}

@@ -1,0 +1,29 @@
+/// Seconds between two instants of the continuous clock.
+extension ContinuousClock.Instant {
+    /// The seconds from `earlier` to `self`.
+    func seconds(since earlier: ContinuousClock.Instant) -> Double {
+        let (seconds, attoseconds) = (self - earlier).components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// Latency samples in microseconds and their percentiles.
+struct LatencySummary: Encodable {
+    let roundTrips: Int
+    let p50us: Double
+    let p99us: Double
+    let meanus: Double
+    let minus: Double
+    let maxus: Double
+
+    /// Summarises `samples` (microseconds, any order, at least one).
+    init(samples: [Double]) {
+        let sorted = samples.sorted()
+        roundTrips = sorted.count
+        p50us = sorted[sorted.count / 2]
+        p99us = sorted[min(Int(Double(sorted.count) * 0.99), sorted.count - 1)]
+        meanus = sorted.reduce(0, +) / Double(sorted.count)
+        minus = sorted[0]
+        maxus = sorted[sorted.count - 1]
+    }
+}
