@@ -22,6 +22,7 @@ EVENTUALLY = 60.0
 
 
 def within(figure: float, bound: float, what: str) -> None:
+    """Fails the scenario when a measured figure exceeds its bound (plus the scheduling allowance)."""
     if figure > bound + SLACK:
         raise ScenarioFailure(f"{what} took {figure:.2f} s; the bound is {bound:.1f} s "
                               f"(+{SLACK:.1f} s scheduling allowance, LAN_TIMING_SLACK).")
