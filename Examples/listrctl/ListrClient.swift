@@ -17,6 +17,7 @@ struct ListrClient {
         var configuration = PeerConfiguration(serviceType: options.serviceType)
         configuration.advertises = false
         configuration.peerName = "listrctl"
+        configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = options.peerKitLogger
         if !options.endpoints.isEmpty {
             configuration.discovery = .staticPeers(options.endpoints)

@@ -74,6 +74,7 @@ struct Listrd: AsyncParsableCommand {
         configuration.peerName = name
         configuration.listenHost = listenHost
         configuration.listenPort = port
+        configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = Logger(label: "listrd.peerkit")
 
         let service = ListrService(

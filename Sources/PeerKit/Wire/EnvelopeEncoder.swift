@@ -44,31 +44,31 @@ enum EnvelopeEncoder {
 
     /// Writes `string` as a JSON string literal, escaping what RFC 8259 requires.
     static func writeJSONString(_ string: String, into buffer: inout ByteBuffer) {
-        buffer.writeInteger(UInt8(ascii: "\""))
-        let utf8 = string.utf8
-        let needsEscaping = utf8.withContiguousStorageIfAvailable { bytes in
-            bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
-        } ?? true
-        if !needsEscaping {
-            buffer.writeString(string)
-        } else {
-            for byte in utf8 {
+        var string = string
+        string.withUTF8 { utf8 in
+            buffer.writeInteger(UInt8(ascii: "\""))
+            // Copy runs that need no escaping in one go; escape the bytes between them.
+            var runStart = 0
+            for index in 0..<utf8.count {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                buffer.writeBytes(UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                runStart = index + 1
                 switch byte {
                 case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
                 case UInt8(ascii: "\\"): buffer.writeStaticString("\\\\")
                 case UInt8(ascii: "\n"): buffer.writeStaticString("\\n")
                 case UInt8(ascii: "\r"): buffer.writeStaticString("\\r")
                 case UInt8(ascii: "\t"): buffer.writeStaticString("\\t")
-                case 0..<0x20:
+                default:
                     buffer.writeStaticString("\\u00")
                     buffer.writeInteger(hexDigit(byte >> 4))
                     buffer.writeInteger(hexDigit(byte & 0xF))
-                default:
-                    buffer.writeInteger(byte)
                 }
             }
+            buffer.writeBytes(UnsafeBufferPointer(rebasing: utf8[runStart...]))
+            buffer.writeInteger(UInt8(ascii: "\""))
         }
-        buffer.writeInteger(UInt8(ascii: "\""))
     }
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {

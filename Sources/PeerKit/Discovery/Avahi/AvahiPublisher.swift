@@ -18,8 +18,15 @@ final class AvahiPublisher {
     private(set) var name: String
     /// The entry group on the current client; freed with the client.
     private var group: OpaquePointer?
+    /// The poll, for the timer that re-registers after a collision.
+    private let poll: UnsafePointer<AvahiPoll>
+    /// Fires the delayed re-registration after a collision with another host.
+    private var retryTimer: OpaquePointer?
+    /// Collisions with other hosts since the service was last established.
+    private var networkCollisions = 0
 
-    init(serviceType: String, name: String, port: UInt16, txtRecord: [String: String], logger: Logger, emit: @escaping (DiscoveryEvent) -> Void) {
+    init(serviceType: String, name: String, port: UInt16, txtRecord: [String: String], poll: UnsafePointer<AvahiPoll>, logger: Logger, emit: @escaping (DiscoveryEvent) -> Void) {
+        self.poll = poll
         self.serviceType = serviceType
         self.type = "_\(serviceType)._tcp"
         self.name = name
@@ -55,6 +62,12 @@ final class AvahiPublisher {
         group = nil
     }
 
+    /// Frees the retry timer. Call once the poll thread has stopped.
+    func stop() {
+        if let retryTimer { peerkit_avahi_timeout_free(poll, retryTimer) }
+        retryTimer = nil
+    }
+
     // MARK: - Private
 
     /// Adds the service under `name`, choosing alternative names while the daemon already holds one, and commits.
@@ -88,18 +101,39 @@ final class AvahiPublisher {
         guard let group else { return }
         switch state {
         case AVAHI_ENTRY_GROUP_ESTABLISHED:
+            networkCollisions = 0
             logger.debug("Advertised", metadata: ["name": "\(name)", "type": "\(type)", "port": "\(port)"])
             emit(.advertised(name: name))
         case AVAHI_ENTRY_GROUP_COLLISION:
-            // Another host on the network holds the name.
+            // Another host on the network holds the name, or probed for it at the same moment. Two
+            // hosts that collided together would pick the same next name together, again and again:
+            // wait a random while first, in a window that grows with each collision (RFC 6762 §8.1).
             rename()
             avahi_entry_group_reset(group)
-            addService(to: group)
+            networkCollisions += 1
+            let window = min(1000 * networkCollisions, 5000)
+            scheduleRetry(afterMilliseconds: UInt32(Int.random(in: 0..<window)))
         case AVAHI_ENTRY_GROUP_FAILURE:
             reportFailure("Avahi could not register the service \"\(name)\"", client: avahi_entry_group_get_client(group))
         default:
             break
         }
+    }
+
+    private func scheduleRetry(afterMilliseconds delay: UInt32) {
+        if let retryTimer {
+            peerkit_avahi_timeout_update(poll, retryTimer, delay)
+            return
+        }
+        retryTimer = peerkit_avahi_timeout_new(poll, delay, { _, context in
+            guard let context else { return }
+            Unmanaged<AvahiPublisher>.fromOpaque(context).takeUnretainedValue().retryTimerFired()
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    private func retryTimerFired() {
+        guard let group, avahi_entry_group_is_empty(group) != 0 else { return }
+        addService(to: group)
     }
 
     private func rename() {

@@ -45,7 +45,7 @@ final class AvahiSession: @unchecked Sendable {
         let emit: (DiscoveryEvent) -> Void = { [unowned self] event in self.emit(event) }
         if advertises, let port = request.port, let port = UInt16(exactly: port) {
             publisher = AvahiPublisher(serviceType: request.serviceType, name: request.peerName, port: port,
-                                       txtRecord: request.txtRecord, logger: logger, emit: emit)
+                                       txtRecord: request.txtRecord, poll: poll, logger: logger, emit: emit)
         }
         browser = AvahiBrowser(serviceType: request.serviceType, ownPeerID: request.peerID, logger: logger, emit: emit)
     }
@@ -90,6 +90,7 @@ final class AvahiSession: @unchecked Sendable {
         discardClient()
         if let connectTimer { peerkit_avahi_timeout_free(poll, connectTimer) }
         connectTimer = nil
+        publisher?.stop()
         logger.debug("Avahi discovery stopped", metadata: ["type": "\(request.serviceType)"])
     }
 

@@ -37,8 +37,13 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
         case is Double.Type: if let value = try decode(Double.self) as? T { return value }
         case is Bool.Type: if let value = try decode(Bool.self) as? T { return value }
         case is Data.Type:
-            let text = try decode(String.self)
-            guard let data = Data(base64Encoded: text) else { throw corrupted("Encountered Data is not valid Base64.") }
+            // Decode the Base64 bytes between the quotes directly, unless an encoder escaped
+            // them (JSONEncoder writes '/' as "\/" by default).
+            guard reader.byte(at: offset) == UInt8(ascii: "\"") else { throw mismatch(Data.self) }
+            let end = try syntax { () throws(JSONSyntaxError) in try reader.stringEnd(at: offset) }
+            let raw = UnsafeRawBufferPointer(rebasing: reader.bytes[(offset + 1)..<(end - 1)])
+            let encoded = raw.contains(UInt8(ascii: "\\")) ? Data(try decode(String.self).utf8) : Data(raw)
+            guard let data = Data(base64Encoded: encoded) else { throw corrupted("Encountered Data is not valid Base64.") }
             if let value = data as? T { return value }
         case is Date.Type:
             if let value = Date(timeIntervalSinceReferenceDate: try decode(Double.self)) as? T { return value }

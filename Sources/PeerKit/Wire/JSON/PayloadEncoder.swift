@@ -101,7 +101,13 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
         case let int as Int: try encode(int)
         case let double as Double: try encode(double)
         case let bool as Bool: try encode(bool)
-        case let data as Data: try encode(data.base64EncodedString())
+        case let data as Data:
+            // Base64 never needs escaping: write its bytes between quotes.
+            try writeScalar { buffer in
+                buffer.writeInteger(UInt8(ascii: "\""))
+                buffer.writeBytes(data.base64EncodedData())
+                buffer.writeInteger(UInt8(ascii: "\""))
+            }
         case let date as Date: try encode(date.timeIntervalSinceReferenceDate)
         case let url as URL: try encode(url.absoluteString)
         case let decimal as Decimal: try writeScalar { $0.writeString(decimal.description) }
