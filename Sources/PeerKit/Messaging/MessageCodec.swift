@@ -31,9 +31,11 @@ enum MessageCodec {
     }
 
     /// Decodes a payload as `T` (with ``PayloadDecoder``, which reads the bytes in place).
-    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
+    ///
+    /// - Parameter syntaxChecked: true for payloads out of ``EnvelopeParser``, which checked them.
+    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false) throws -> T {
         do {
-            return try PayloadDecoder.decode(T.self, from: payload)
+            return try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked)
         } catch let error as DecodingError {
             throw PeerKitError.payloadDecodingFailed(type: peerMessageType(of: T.self), reason: describe(error))
         } catch {

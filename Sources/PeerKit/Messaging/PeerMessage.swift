@@ -1,3 +1,5 @@
+import NIOConcurrencyHelpers
+
 /// A type that names its own wire key.
 ///
 /// By default a message's wire key is its type name (`String(describing: T.self)`), as in
@@ -16,10 +18,20 @@ public protocol PeerMessage {
 }
 
 /// The wire key of a type: ``PeerMessage/messageType`` when it conforms, else its type name.
-@inlinable
+///
+/// Worked out once per type and remembered: `String(describing:)` and the conformance check cost
+/// more than encoding a small message.
 public func peerMessageType<T>(of type: T.Type) -> String {
-    if let named = type as? any PeerMessage.Type {
-        return named.messageType
+    let key = ObjectIdentifier(type)
+    if let known = WireKeyCache.keys.withLockedValue({ $0[key] }) {
+        return known
     }
-    return String(describing: type)
+    let name = (type as? any PeerMessage.Type)?.messageType ?? String(describing: type)
+    WireKeyCache.keys.withLockedValue { $0[key] = name }
+    return name
+}
+
+/// The wire keys worked out so far, by type.
+private enum WireKeyCache {
+    static let keys = NIOLockedValueBox<[ObjectIdentifier: String]>([:])
 }

@@ -16,7 +16,7 @@ extension PeerTransceiver {
     /// message arrived on (never taken from the message itself).
     public func receive<T: Decodable & SendableMetatype>(_ type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async -> Void) {
         registry.register(peerMessageType(of: T.self), .init { payload, sender in
-            let value = try MessageCodec.decode(T.self, from: payload)
+            let value = try MessageCodec.decode(T.self, from: payload, syntaxChecked: true)
             await handler(value, sender)
             return nil
         })
@@ -33,7 +33,7 @@ extension PeerTransceiver {
     /// ```
     public func respond<T: Decodable & SendableMetatype, R: Encodable & SendableMetatype>(to type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async throws -> R) {
         registry.register(peerMessageType(of: T.self), .init { payload, sender in
-            let value = try MessageCodec.decode(T.self, from: payload)
+            let value = try MessageCodec.decode(T.self, from: payload, syntaxChecked: true)
             let reply = try await handler(value, sender)
             return try MessageCodec.encode(reply)
         })

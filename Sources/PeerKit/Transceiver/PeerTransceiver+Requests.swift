@@ -39,13 +39,13 @@ extension PeerTransceiver {
             pending.fail(id: id, with: CancellationError())
         }
         if reply.type == EnvelopeType.error {
-            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload).reason) ?? "no reason given"
+            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload, syntaxChecked: true).reason) ?? "no reason given"
             throw PeerKitError.remoteError(reason: reason, peer: peer.name)
         }
         let expectedType = peerMessageType(of: R.self)
         guard reply.type == expectedType else {
             throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
         }
-        return try MessageCodec.decode(R.self, from: reply.payload)
+        return try MessageCodec.decode(R.self, from: reply.payload, syntaxChecked: true)
     }
 }

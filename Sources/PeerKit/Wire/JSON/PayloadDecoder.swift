@@ -11,19 +11,29 @@ import NIOCore
 /// number, the first of repeated keys; unlike `JSONDecoder` it refuses trailing commas (RFC 8259).
 enum PayloadDecoder {
     /// Decodes a `T` from `payload`.
-    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
+    ///
+    /// - Parameter syntaxChecked: true when `payload` is exactly one JSON value whose syntax was
+    ///   already checked (as ``EnvelopeParser`` checks every payload), so it is not walked again.
+    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false) throws -> T {
         try payload.withUnsafeReadableBytes { bytes in
             let reader = JSONReader(bytes: bytes)
             let start = reader.skipWhitespace(from: 0)
-            do throws(JSONSyntaxError) {
-                let end = try reader.skipValue(at: start)
-                guard reader.skipWhitespace(from: end) == bytes.count else {
-                    throw JSONSyntaxError(reason: "there are bytes after the payload's JSON value")
-                }
-            } catch {
-                throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: error.reason))
+            if !syntaxChecked {
+                try checkSyntax(reader, from: start)
             }
             return try JSONValueDecoder(reader: reader, offset: start, codingPath: []).decodeValue(T.self)
+        }
+    }
+
+    /// Throws `DecodingError.dataCorrupted` unless the bytes from `start` are one JSON value.
+    private static func checkSyntax(_ reader: JSONReader, from start: Int) throws {
+        do throws(JSONSyntaxError) {
+            let end = try reader.skipValue(at: start)
+            guard reader.skipWhitespace(from: end) == reader.bytes.count else {
+                throw JSONSyntaxError(reason: "there are bytes after the payload's JSON value")
+            }
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: error.reason))
         }
     }
 }
