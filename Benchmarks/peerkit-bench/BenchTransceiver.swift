@@ -49,6 +49,19 @@ extension PeerTransceiver {
         }
         return connectedPeers
     }
+
+    /// Says on stderr when this transceiver loses a peer other than by a graceful bye, and why,
+    /// so that a stalled run leaves a trace.
+    func reportLostPeers(as name: String) {
+        let events = events()
+        Task {
+            for await event in events {
+                if case let .peerDisconnected(peer, reason?) = event {
+                    FileHandle.standardError.write(Data("peerkit-bench: \(name) lost \(peer): \(reason)\n".utf8))
+                }
+            }
+        }
+    }
 }
 
 extension AsyncStream<PeerEvent> {
