@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import processes
 from report import compute_ratios, machine_description, markdown
 from suite import Suite
 
@@ -33,6 +34,8 @@ def main():
     parser.add_argument("--out-dir", default="bench-results")
     args = parser.parse_args()
 
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    processes.failure_log_dir = Path(args.out_dir) / f"{stamp}-failures"
     machine = machine_description(args.python)
     suite = Suite(args)
     started = time.monotonic()
@@ -41,7 +44,6 @@ def main():
     print(markdown(suite.figures, ratios, machine, args.runs))
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = out_dir / f"{stamp}.json"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     out.write_text(json.dumps({"timestamp": stamp, "commit": commit, "machine": machine, "runs": args.runs,

@@ -1,5 +1,6 @@
 """Child processes of a measurement: started, read as JSON lines, bounded in time, ended by PID."""
 
+import collections
 import json
 import queue
 import subprocess
@@ -19,7 +20,7 @@ class Process:
         self.label = label
         self.command = command
         self.lines = queue.Queue()
-        self.stderr_tail = []
+        self.stderr_tail = collections.deque(maxlen=200)
         self.popen = subprocess.Popen(command, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         threading.Thread(target=self._read_stdout, daemon=True).start()
@@ -37,7 +38,7 @@ class Process:
 
     def _read_stderr(self):
         for line in self.popen.stderr:
-            self.stderr_tail = (self.stderr_tail + [line.rstrip()])[-5:]
+            self.stderr_tail.append(line.rstrip())
 
     def next_line(self, timeout, want=lambda line: True):
         """The next JSON line for which `want` holds; raises BenchError on timeout or exit."""
@@ -112,9 +113,28 @@ def pair(server, client, result_from="client", timeout=60):
         processes.append(clients)
         source = clients if result_from == "client" else servers
         return source.next_line(timeout=timeout, want=is_result)
+    except BenchError as error:
+        raise BenchError(f"{error}{save_logs(processes)}") from None
     finally:
         for process in reversed(processes):
             process.end()
+
+
+# Where the stderr of the processes of a failed measurement is kept (set by bench.py).
+failure_log_dir = None
+
+
+def save_logs(processes):
+    """Writes the last stderr lines of each process to failure_log_dir; returns a note naming the files."""
+    if failure_log_dir is None:
+        return ""
+    failure_log_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for process in processes:
+        path = failure_log_dir / f"{describe(process.command).replace(' ', '-')}-{process.popen.pid}.log"
+        path.write_text(" ".join(process.command) + "\n" + "\n".join(process.stderr_tail) + "\n")
+        paths.append(str(path))
+    return f" (stderr in {', '.join(paths)})"
 
 
 def describe(command):

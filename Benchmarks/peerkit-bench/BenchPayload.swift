@@ -30,10 +30,3 @@ struct BenchPayload: Codable, Sendable {
     /// The payload's size as counted for MB/s: the JSON bytes it stands for.
     var nominalSize: Int { text.utf8.count + Self.jsonOverhead }
 }
-
-/// Flow control for one-way runs: the receiver acknowledges every `ackEvery` messages so the
-/// sender never has more than a window of messages queued (memory stays bounded for 4 MiB runs).
-struct BenchAck: Codable, Sendable {
-    /// The highest `seq` received, or ``BenchPayload/endOfRun`` once the run is over.
-    var seq: Int
-}

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Foundation
 import PeerKit
 
 extension PeerKitBench {
@@ -43,7 +42,7 @@ extension PeerKitBench {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
                                                         discovery: .none, listens: true, port: port, logLevel: common.logLevel)
                 counter.install(on: transceiver)
-                reportDisconnections(of: transceiver, named: "sink-\(index)")
+                transceiver.reportLostPeers(as: "sink-\(index)")
                 try await transceiver.start()
                 transceivers.append(transceiver)
             }
@@ -60,18 +59,6 @@ extension PeerKitBench {
                                MBps: results.map(\.MBps).min() ?? 0))
             for transceiver in transceivers {
                 transceiver.stop()
-            }
-        }
-
-        /// Says on stderr when a receiver loses a peer other than by a graceful bye, and why.
-        private func reportDisconnections(of transceiver: PeerTransceiver, named name: String) {
-            let events = transceiver.events()
-            Task {
-                for await event in events {
-                    if case let .peerDisconnected(peer, reason?) = event {
-                        FileHandle.standardError.write(Data("peerkit-bench: \(name) lost \(peer): \(reason)\n".utf8))
-                    }
-                }
             }
         }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import PeerKit
+import Synchronization
 
 extension PeerKitBench {
     /// The sending side of one-way throughput and fan-out: dials the sinks (static peers) and
@@ -45,10 +46,12 @@ extension PeerKitBench {
         }
 
         func run() async throws {
-            common.startWatchdog("The source")
+            let sent = Mutex(0)
+            common.startWatchdog("The source") { "\(sent.withLock { $0 }) of \(count) messages sent" }
             let endpoints = BenchTransceiver.endpoints(connect)
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "source",
                                                     discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
+            transceiver.reportLostPeers(as: "source")
             try await transceiver.start()
             let peers = await transceiver.waitForConnectedPeers(endpoints.count)
             let flow = SendWindow(receivers: peers.map(\.id))
@@ -62,6 +65,7 @@ extension PeerKitBench {
                     await flow.waitUntilAcknowledged(seq - window)
                 }
                 try await send(template.with(seq: seq), with: transceiver, to: peers)
+                sent.withLock { $0 = seq + 1 }
             }
             try await send(template.with(seq: BenchPayload.endOfRun), with: transceiver, to: peers)
             await flow.waitForEnd()
