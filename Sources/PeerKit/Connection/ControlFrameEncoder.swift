@@ -1,6 +1,14 @@
 import NIOCore
 
 extension ConnectionStateMachine.ControlFrame {
+    /// Pings and pongs: they may overtake queued data, which no other frame may.
+    var isHeartbeat: Bool {
+        switch self {
+        case .ping, .pong: return true
+        case .hello, .bye, .error: return false
+        }
+    }
+
     /// The frame's bytes, length field included. Payload keys are written in a fixed order
     /// (the one `Documentation/Protocol.md` shows), discovery info sorted by key.
     func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {

@@ -59,6 +59,10 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if stateMachine.isClosed, connection?.isClosedLocally == true {
+            // Closing after a protocol error: what the peer still sends is dropped.
+            return
+        }
         if let wireError = error as? WireError {
             perform(stateMachine.frameRejected(wireError), context: context)
         } else {
@@ -78,8 +82,8 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         heartbeatTask?.cancel()
         heartbeatTask = nil
         if let connection {
-            connection.writabilityChanged(isWritable: true)
-            if closeError == nil, byeReason == nil, !stateMachine.isClosed, stateMachine.remoteHello != nil {
+            connection.channelClosed()
+            if closeError == nil, byeReason == nil, !stateMachine.isClosed, !connection.isClosedLocally, stateMachine.remoteHello != nil {
                 closeError = .connectionClosed(peer: connection.description)
             }
             _ = stateMachine.closeRequested()
@@ -104,7 +108,7 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         case .none:
             break
         case let .send(frame):
-            connection.send(frame.encode(allocator: context.channel.allocator))
+            connection.send(frame.encode(allocator: context.channel.allocator), urgent: frame.isHeartbeat)
         case let .established(hello):
             connection.setRemote(hello)
             delegate.connectionEstablished(connection, remote: hello)
@@ -117,13 +121,16 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             } else {
                 let sentence = "Closing the connection: " + failure.reason + "."
                 let frame = ConnectionStateMachine.ControlFrame.error(reason: sentence, replyTo: nil)
-                connection.close(after: frame.encode(allocator: context.channel.allocator))
+                connection.fail(with: frame.encode(allocator: context.channel.allocator))
             }
         case let .close(byeReason):
             self.byeReason = byeReason ?? ""
             connection.close(after: nil)
         case let .peerReportedError(reason):
-            delegate.connection(connection, reported: .remoteError(reason: reason, peer: connection.description))
+            // The peer closes next; its reason is why the connection ends.
+            let error = PeerKitError.remoteError(reason: reason, peer: connection.description)
+            if closeError == nil { closeError = error }
+            delegate.connection(connection, reported: error)
         }
     }
 }

@@ -115,8 +115,9 @@ final class TransceiverSession: ConnectionManagerDelegate {
     // MARK: ConnectionManagerDelegate
 
     func emit(_ event: PeerEvent) {
-        if case let .peerDisconnected(peer, _) = event {
-            pending.failAll(peerID: peer.id, with: PeerKitError.connectionClosed(peer: peer.name))
+        if case let .peerDisconnected(peer, reason) = event {
+            // Requests waiting on the peer fail with the reason its connection ended.
+            pending.failAll(peerID: peer.id, with: reason ?? PeerKitError.connectionClosed(peer: peer.name))
         }
         hub.publish(event)
     }

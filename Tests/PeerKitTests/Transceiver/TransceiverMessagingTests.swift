@@ -202,4 +202,28 @@ struct TransceiverMessagingTests {
             try await hub.send(Note(text: "x"), to: hub.connectedPeers + [ghost])
         }
     }
+
+    @Test("a request too large for the responder fails with the responder's reason, not just a closed connection")
+    func oversizedRequest() async throws {
+        let serviceType = randomServiceType()
+        var hubConfiguration = loopbackConfiguration(serviceType: serviceType, name: "hub")
+        hubConfiguration.maximumFrameLength = 1024
+        let hub = PeerTransceiver(configuration: hubConfiguration)
+        try await hub.start()
+        defer { hub.stop() }
+        hub.respond(to: Question.self) { question, _ in Answer(text: "ok", from: "hub") }
+        let spoke = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "spoke", peers: [try endpoint(of: hub)]))
+        try await spoke.start()
+        defer { spoke.stop() }
+        let hubPeer = try await spoke.waitForPeer(timeout: .seconds(20))
+        let error = await #expect(throws: PeerKitError.self) {
+            _ = try await spoke.request(Question(text: String(repeating: "x", count: 2000)), to: hubPeer, expecting: Answer.self)
+        }
+        guard case let .remoteError(reason, _)? = error else {
+            Issue.record("expected the hub's reason, got \(String(describing: error))")
+            return
+        }
+        #expect(reason.hasPrefix("Closing the connection: a frame of "))
+        #expect(reason.hasSuffix(" bytes exceeds the 1024-byte limit."))
+    }
 }
