@@ -48,11 +48,13 @@ enum EnvelopeEncoder {
         string.withUTF8 { utf8 in
             buffer.writeInteger(UInt8(ascii: "\""))
             // Copy runs that need no escaping in one go; escape the bytes between them.
+            let raw = UnsafeRawBufferPointer(utf8)
             var runStart = 0
-            for index in 0..<utf8.count {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                buffer.writeBytes(UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+            while true {
+                let index = JSONStringScan.firstSpecialByte(in: raw, from: runStart, to: raw.count)
+                guard index < raw.count else { break }
+                let byte = raw[index]
+                buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[runStart..<index]))
                 runStart = index + 1
                 switch byte {
                 case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
@@ -66,7 +68,7 @@ enum EnvelopeEncoder {
                     buffer.writeInteger(hexDigit(byte & 0xF))
                 }
             }
-            buffer.writeBytes(UnsafeBufferPointer(rebasing: utf8[runStart...]))
+            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[runStart...]))
             buffer.writeInteger(UInt8(ascii: "\""))
         }
     }

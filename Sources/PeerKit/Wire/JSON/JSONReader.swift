@@ -120,26 +120,24 @@ struct JSONReader {
     /// The offset just past the string whose opening quote is at `index`, checking its escapes.
     func stringEnd(at index: Int) throws(JSONSyntaxError) -> Int {
         var index = index + 1
-        while let byte = byte(at: index) {
+        while true {
+            index = JSONStringScan.firstSpecialByte(in: bytes, from: index, to: bytes.count)
+            guard let byte = byte(at: index) else { throw JSONSyntaxError(reason: "a string is not terminated") }
             switch byte {
             case UInt8(ascii: "\""):
                 return index + 1
             case UInt8(ascii: "\\"):
                 index = try escapeEnd(at: index + 1)
-            case 0..<0x20:
-                throw JSONSyntaxError(reason: "a string contains a raw control character")
             default:
-                index += 1
+                throw JSONSyntaxError(reason: "a string contains a raw control character")
             }
         }
-        throw JSONSyntaxError(reason: "a string is not terminated")
     }
 
     /// Decodes the string whose opening quote is at `index`, resolving escapes and checking UTF-8.
     func string(at index: Int) throws(JSONSyntaxError) -> String {
         let start = index + 1
-        var end = start
-        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+        let end = JSONStringScan.firstSpecialByte(in: bytes, from: start, to: bytes.count)
         if byte(at: end) == UInt8(ascii: "\"") {
             guard let string = UTF8Text.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
                 throw JSONSyntaxError(reason: "a string is not valid UTF-8")

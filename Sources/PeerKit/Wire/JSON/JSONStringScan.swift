@@ -1,0 +1,40 @@
+/// Finds where plain JSON string text ends, eight bytes at a time.
+///
+/// Inside a JSON string only three kinds of byte need attention: `"` (the end), `\` (an escape)
+/// and bytes below 0x20 (not allowed raw). Long strings (Base64 data, documents) are mostly
+/// none of these, so this checks a 64-bit word per step (SWAR) and only looks at single bytes
+/// near a hit. The word tests can report a hit that is not there (a borrow from a lower byte),
+/// never miss one, so every hit is confirmed byte by byte.
+enum JSONStringScan {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The index of the first `"`, `\` or byte below 0x20 in `bytes[start..<end]`, or `end`.
+    static func firstSpecialByte(in bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
+        var index = start
+        while index + 8 <= end {
+            let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            if mayContainSpecialByte(word) { break }
+            index += 8
+        }
+        while index < end {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return index }
+            index += 1
+        }
+        return end
+    }
+
+    /// Whether some byte of `word` may be `"`, `\` or below 0x20.
+    @inline(__always)
+    private static func mayContainSpecialByte(_ word: UInt64) -> Bool {
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        // A byte is zero where `x - 1` borrows into its high bit while `x` had none.
+        let zeroInQuote = (quote &- ones) & ~quote
+        let zeroInBackslash = (backslash &- ones) & ~backslash
+        // A byte is below 0x20 where `word - 0x20` borrows into its high bit while it had none.
+        let control = (word &- ones &* 0x20) & ~word
+        return (zeroInQuote | zeroInBackslash | control) & highBits != 0
+    }
+}
