@@ -24,7 +24,7 @@ final class AvahiSession: @unchecked Sendable {
 
     private var client: OpaquePointer?
     private var machine = AvahiConnectionStateMachine()
-    /// Fires `connect()`: creates the first client, and every new one after a failure.
+    /// Fires `connectTimerFired()`: creates the first client, and every new one after a failure.
     private var connectTimer: OpaquePointer?
     private var publisher: AvahiPublisher?
     private var browser: AvahiBrowser?
