@@ -105,7 +105,7 @@ final class AvahiSession: @unchecked Sendable {
         if let created {
             client = created
         } else {
-            apply(machine.clientCreationFailed(code: error, message: AvahiPublisher.message(error)))
+            apply(machine.clientCreationFailed(code: error, message: AvahiError.message(error)))
         }
     }
 
@@ -121,7 +121,7 @@ final class AvahiSession: @unchecked Sendable {
         case AVAHI_CLIENT_CONNECTING: change = .connecting
         default:
             let code = avahi_client_errno(client)
-            change = .failure(code: code, message: AvahiPublisher.message(code))
+            change = .failure(code: code, message: AvahiError.message(code))
         }
         logger.debug("Avahi client state changed", metadata: ["state": "\(change)"])
         apply(machine.clientChanged(to: change))
