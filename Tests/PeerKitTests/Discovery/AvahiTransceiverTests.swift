@@ -51,6 +51,20 @@ extension DiscoveryTests {
             }
         }
 
+        @Test func twoProcessesFindEachOtherThroughAvahiAndTalk() async throws {
+            try await AvahiTestSupport.requireDaemon()
+            let type = AvahiTestSupport.randomServiceType()
+            // No --static: each node advertises and browses through the shared loopback daemon.
+            let alpha = try NodeProcess(arguments: ["--service-type", type, "--name", "alpha"])
+            defer { alpha.terminate() }
+            let bravo = try NodeProcess(arguments: ["--service-type", type, "--name", "bravo"])
+            defer { bravo.terminate() }
+            _ = try await alpha.next("peerConnected", ["peer.name": "bravo"])
+            _ = try await bravo.next("peerConnected", ["peer.name": "alpha"])
+            bravo.command("broadcast hello from another process")
+            _ = try await alpha.next("message", ["text": "hello from another process", "from.name": "bravo"])
+        }
+
         private func firstValue<Value: Sendable>(of stream: AsyncStream<Value>, within timeout: Duration) async throws -> Value {
             try await withThrowingTaskGroup(of: Value?.self) { group in
                 group.addTask { await stream.first { _ in true } }

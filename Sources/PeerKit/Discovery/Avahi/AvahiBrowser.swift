@@ -45,7 +45,7 @@ final class AvahiBrowser {
             },
             Unmanaged.passUnretained(self).toOpaque())
         if browser == nil {
-            reportFailure("Avahi could not browse for \(type) (\(AvahiPublisher.message(avahi_client_errno(client))))")
+            reportFailure("Avahi could not browse for \(type) (\(AvahiError.message(avahi_client_errno(client))))")
         }
     }
 
@@ -90,7 +90,7 @@ final class AvahiBrowser {
             instances.browserListedAll().forEach(emit)
         case AVAHI_BROWSER_FAILURE:
             let code = avahi_service_browser_get_client(browser).map(avahi_client_errno) ?? 0
-            reportFailure("browsing for \(type) failed (\(AvahiPublisher.message(code)))")
+            reportFailure("browsing for \(type) failed (\(AvahiError.message(code)))")
         default:
             break  // AVAHI_BROWSER_CACHE_EXHAUSTED
         }

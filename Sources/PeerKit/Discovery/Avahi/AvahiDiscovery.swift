@@ -13,6 +13,10 @@ import Synchronization
 /// restarts, it creates a new client, advertises and browses again, and reports
 /// ``DiscoveryEvent/recovered``.
 ///
+/// Events are delivered on Avahi's own thread while it holds its lock: the closure must return
+/// quickly and must not wait for another thread that is calling ``stop()``. It may call
+/// ``stop()`` itself.
+///
 /// ```swift
 /// let discovery = AvahiDiscovery()
 /// discovery.start(request) { event in print(event) }
@@ -46,6 +50,12 @@ public final class AvahiDiscovery: PeerDiscovery {
             return
         }
         var advertises = request.port != nil
+        if let port = request.port, UInt16(exactly: port) == nil || port == 0 {
+            let reason = "the port \(port) cannot be advertised, so this peer only browses"
+            logger.error("The service is not advertised", metadata: ["reason": "\(reason)"])
+            onEvent(.failed(.discoveryUnavailable(serviceType: request.serviceType, reason: reason)))
+            advertises = false
+        }
         do {
             try TXTRecord.validate(request.txtRecord)
         } catch {

@@ -85,12 +85,12 @@ final class AvahiPublisher {
                 continue
             }
             guard result >= 0 else {
-                reportFailure("Avahi could not add the service \"\(name)\" (\(Self.message(result)))")
+                reportFailure("Avahi could not add the service \"\(name)\" (\(AvahiError.message(result)))")
                 return
             }
             let committed = avahi_entry_group_commit(group)
             if committed < 0 {
-                reportFailure("Avahi could not register the service \"\(name)\" (\(Self.message(committed)))")
+                reportFailure("Avahi could not register the service \"\(name)\" (\(AvahiError.message(committed)))")
             }
             return
         }
@@ -146,12 +146,8 @@ final class AvahiPublisher {
 
     /// Reports `reason`, followed by the client's last error when `client` is given.
     private func reportFailure(_ reason: String, client: OpaquePointer? = nil) {
-        let detail = client.map { "\(reason) (\(Self.message(avahi_client_errno($0))))" } ?? reason
+        let detail = client.map { "\(reason) (\(AvahiError.message(avahi_client_errno($0))))" } ?? reason
         logger.warning("Advertising failed", metadata: ["reason": "\(detail)"])
         emit(.failed(.discoveryUnavailable(serviceType: serviceType, reason: detail)))
-    }
-
-    static func message(_ code: Int32) -> String {
-        avahi_strerror(code).map { String(cString: $0) } ?? "Avahi error \(code)"
     }
 }

@@ -24,7 +24,7 @@ final class AvahiSession: @unchecked Sendable {
 
     private var client: OpaquePointer?
     private var machine = AvahiConnectionStateMachine()
-    /// Fires `connect()`: creates the first client, and every new one after a failure.
+    /// Fires `connectTimerFired()`: creates the first client, and every new one after a failure.
     private var connectTimer: OpaquePointer?
     private var publisher: AvahiPublisher?
     private var browser: AvahiBrowser?
@@ -106,7 +106,7 @@ final class AvahiSession: @unchecked Sendable {
         if let created {
             client = created
         } else {
-            apply(machine.clientCreationFailed(code: error, message: AvahiPublisher.message(error)))
+            apply(machine.clientCreationFailed(code: error, message: AvahiError.message(error)))
         }
     }
 
@@ -122,7 +122,7 @@ final class AvahiSession: @unchecked Sendable {
         case AVAHI_CLIENT_CONNECTING: change = .connecting
         default:
             let code = avahi_client_errno(client)
-            change = .failure(code: code, message: AvahiPublisher.message(code))
+            change = .failure(code: code, message: AvahiError.message(code))
         }
         logger.debug("Avahi client state changed", metadata: ["state": "\(change)"])
         apply(machine.clientChanged(to: change))
