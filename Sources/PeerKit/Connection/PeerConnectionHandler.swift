@@ -15,6 +15,8 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private var heartbeatTask: RepeatedTask?
     private var closeError: PeerKitError?
     private var byeReason: String?
+    /// Set once the delegate has been told the connection closed.
+    private var reportedClosed = false
 
     init(configuration: ConnectionStateMachine.Configuration, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
         self.stateMachine = ConnectionStateMachine(configuration: configuration)
@@ -87,19 +89,17 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 closeError = .connectionClosed(peer: connection.description)
             }
             _ = stateMachine.closeRequested()
-            delegate.connectionClosed(connection, error: closeError, byeReason: byeReason)
+            reportClosed(connection)
         }
         context.fireChannelInactive()
     }
 
-    /// Sends bye (when the handshake completed) and closes. Runs on the event loop.
-    func closeGracefully(reason: String?, context: ChannelHandlerContext) {
-        guard let connection else { context.close(promise: nil); return }
-        if case let .send(bye) = stateMachine.closeRequested(reason: reason) {
-            connection.close(after: bye.encode(allocator: context.channel.allocator))
-        } else {
-            connection.close(after: nil)
-        }
+    /// Tells the delegate, once, that the connection is over: when the socket closes, or as soon
+    /// as a protocol error ends it (the socket lingers a moment so the peer can read why).
+    private func reportClosed(_ connection: PeerConnection) {
+        guard !reportedClosed else { return }
+        reportedClosed = true
+        delegate.connectionClosed(connection, error: closeError, byeReason: byeReason)
     }
 
     private func perform(_ action: ConnectionStateMachine.Action, context: ChannelHandlerContext) {
@@ -122,6 +122,7 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 let sentence = "Closing the connection: " + failure.reason + "."
                 let frame = ConnectionStateMachine.ControlFrame.error(reason: sentence, replyTo: nil)
                 connection.fail(with: frame.encode(allocator: context.channel.allocator))
+                reportClosed(connection)
             }
         case let .close(byeReason):
             self.byeReason = byeReason ?? ""
