@@ -93,7 +93,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             let server = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try self.configurePipeline(channel, direction: .inbound, serviceKey: nil)
@@ -284,7 +284,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         }
         ClientBootstrap(group: group)
             .connectTimeout(configuration.connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
