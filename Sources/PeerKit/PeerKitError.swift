@@ -7,6 +7,10 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidServiceType(String, reason: String)
     /// A `discoveryInfo` pair cannot be carried in a DNS-SD TXT record.
     case invalidDiscoveryInfo(key: String, reason: String)
+    /// The peer name cannot be advertised (empty, or longer than a DNS-SD instance name).
+    case invalidPeerName(String, reason: String)
+    /// A ``PeerConfiguration`` property has a value the transceiver cannot work with.
+    case invalidConfiguration(property: String, reason: String)
     /// The transceiver could not listen for connections.
     case listenFailed(address: String, reason: String)
     /// Discovery cannot work right now (for example, avahi-daemon is not reachable).
@@ -28,10 +32,16 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case encodingFailed(type: String, reason: String)
     /// The peer is not connected, so nothing was sent.
     case peerNotConnected(peer: String)
+    /// A peer did not read what was sent to it: its send queue stayed over
+    /// ``PeerConfiguration/maximumQueuedOutboundBytes`` for longer than
+    /// ``PeerConfiguration/slowPeerGracePeriod``, so it was disconnected.
+    case peerTooSlow(peer: String, queuedBytes: Int, limit: Int, grace: Duration)
     /// A request got no reply in time.
     case requestTimedOut(type: String, peer: String, timeout: Duration)
     /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).
     case connectionClosed(peer: String)
+    /// The connection to a peer failed at the transport level (a reset, a TLS alert).
+    case connectionFailed(peer: String, reason: String)
     /// The remote peer answered a request with an error.
     case remoteError(reason: String, peer: String)
     /// The remote peer answered a request with a reply of another type than expected.
@@ -47,6 +57,10 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "The service type \"\(type)\" is not a valid DNS-SD service name: \(reason). Use 1 to 15 lowercase letters, digits and hyphens, with at least one letter, for example \"listrctl\"."
         case let .invalidDiscoveryInfo(key, reason):
             return "The discovery info entry \"\(key)\" cannot be advertised: \(reason)."
+        case let .invalidPeerName(name, reason):
+            return "The peer name \"\(LogSafe.text(name, maximumBytes: 80))\" cannot be used: \(reason). Set PeerConfiguration.peerName to 1 to \(PeerConfiguration.maximumPeerNameLength) bytes of UTF-8."
+        case let .invalidConfiguration(property, reason):
+            return "PeerConfiguration.\(property) cannot be used: \(reason)."
         case let .listenFailed(address, reason):
             return "PeerKit could not listen on \(address): \(reason). Choose another port or address in PeerConfiguration."
         case let .discoveryUnavailable(serviceType, reason):
@@ -60,17 +74,21 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .peerTimedOut(peer, silence):
             return "\(peer) did not answer for \(silence.peerKitSeconds) and was disconnected."
         case let .noHandler(type):
-            return "No handler for type \(type)."
+            return "No handler for type \(LogSafe.text(type, maximumBytes: 80))."
         case let .payloadDecodingFailed(type, reason):
             return "The payload of a \(type) message could not be decoded: \(reason)."
         case let .encodingFailed(type, reason):
             return "A \(type) value could not be encoded as JSON: \(reason)."
         case let .peerNotConnected(peer):
             return "\(peer) is not connected, so nothing was sent; wait for peerConnected before sending."
+        case let .peerTooSlow(peer, queuedBytes, limit, grace):
+            return "\(peer) did not read what was sent to it: \(queuedBytes) bytes waited to be sent, over the \(limit)-byte limit (PeerConfiguration.maximumQueuedOutboundBytes), for more than \(grace.peerKitSeconds), so it was disconnected. Send less to it, or raise the limit."
         case let .requestTimedOut(type, peer, timeout):
             return "\(peer) did not answer the \(type) request within \(timeout.peerKitSeconds)."
         case let .connectionClosed(peer):
             return "The connection to \(peer) closed unexpectedly."
+        case let .connectionFailed(peer, reason):
+            return "The connection to \(peer) failed: \(reason)."
         case let .remoteError(reason, peer):
             return "\(peer) answered with an error: \(reason)"
         case let .unexpectedReply(expected, received, peer):

@@ -7,8 +7,16 @@ import NIOPosix
 /// Owns every connection of one transceiver: listens, dials what discovery finds, completes
 /// handshakes, keeps exactly one connection per peer, and redials lost peers with back-off.
 ///
-/// State lives behind one lock; events go to the ``ConnectionManagerDelegate`` while it is held,
-/// so they are delivered in the order the state changed.
+/// State lives behind one lock. Events for the ``ConnectionManagerDelegate`` are queued under
+/// that lock, in the order the state changed, and delivered after it is released by whichever
+/// thread finds the queue unclaimed; so the delegate is never called with the lock held, and
+/// still sees events in order.
+///
+/// Limits a stranger could push against: ``Configuration/maximumConnections`` and
+/// ``Configuration/maximumPendingHandshakes`` (further connections are closed at once, with one
+/// log line per episode), accept errors such as EMFILE (NIO's `AcceptBackoffHandler` pauses
+/// accepting for a second, again with one log line per episode), and redials (exponential
+/// back-off, with one log line when a service becomes unreachable and one when it is reached again).
 final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// Everything the manager needs to know, fixed at creation.
     struct Configuration: Sendable {
@@ -17,6 +25,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var listenPort: Int
         var listens: Bool
         var maximumFrameLength: Int
+        var maximumHandshakeFrameLength: Int = 64 * 1024
+        var maximumQueuedOutboundBytes: Int = 32 * 1024 * 1024
+        var slowPeerGracePeriod: TimeAmount = .seconds(10)
+        var maximumQueuedInboundBytes: Int = 4 * 1024 * 1024
+        var maximumConnections: Int = 512
+        var maximumPendingHandshakes: Int = 64
         var heartbeatInterval: TimeAmount
         var peerTimeout: TimeAmount
         var handshakeTimeout: TimeAmount
@@ -43,6 +57,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var service: DiscoveredService
         /// From the TXT record, or learned from the handshake of a connection dialled for it.
         var peerID: String?
+        /// Failed attempts since the service was last reached (or advertised anew).
         var attempt = 0
         var dialing = false
         var retry: Scheduled<Void>?
@@ -54,10 +69,21 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var localHello: Hello
         var server: (any Channel)?
         var connections: [ObjectIdentifier: PeerConnection] = [:]
+        /// Incoming connections still in their handshake.
+        var pendingHandshakes: Set<ObjectIdentifier> = []
         var peers: [String: PeerRecord] = [:]
         var services: [String: ServiceRecord] = [:]
         /// How many duplicate connections were resolved by the tie-break (a diagnostic for tests).
         var tieBreaks = 0
+        /// Incoming connections refused in the current over-limit episode (0: not refusing).
+        var refusedInEpisode = 0
+        /// Events waiting to be delivered, in order, and whether a thread is delivering them.
+        var events: [PeerEvent] = []
+        var delivering = false
+
+        mutating func emit(_ event: PeerEvent) {
+            events.append(event)
+        }
     }
 
     let configuration: Configuration
@@ -82,35 +108,71 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private var localPeerID: String { configuration.localHello.peerID }
 
+    /// Runs `body` with the state locked, then delivers the events it queued.
+    @discardableResult
+    private func withState<T>(_ body: (inout State) throws -> T) rethrows -> T {
+        let result = try state.withLockedValue(body)
+        deliverEvents()
+        return result
+    }
+
+    /// Delivers queued events, unless another thread already is (it will deliver these too).
+    private func deliverEvents() {
+        let claimed = state.withLockedValue { state -> Bool in
+            guard !state.events.isEmpty, !state.delivering else { return false }
+            state.delivering = true
+            return true
+        }
+        guard claimed else { return }
+        let delegate = delegateBox.withLockedValue { $0 }
+        while true {
+            let batch = state.withLockedValue { state -> [PeerEvent] in
+                if state.events.isEmpty { state.delivering = false }
+                defer { state.events.removeAll(keepingCapacity: true) }
+                return state.events
+            }
+            if batch.isEmpty { return }
+            for event in batch { delegate?.emit(event) }
+        }
+    }
+
     // MARK: Lifecycle
 
     /// Starts listening (when configured to); returns the port, or nil when not listening.
     func start() async throws -> Int? {
-        state.withLockedValue { $0.running = true }
+        withState { $0.running = true }
         guard configuration.listens else { return nil }
         let address = "\(configuration.listenHost):\(configuration.listenPort)"
+        let logger = logger
         do {
             let server = try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 256)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        // Accept errors (EMFILE at the descriptor limit) pause accepting for a
+                        // second instead of spinning; the logger says so once per episode.
+                        try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(shouldForwardIOErrorCaught: true))
+                        try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger(logger: logger, address: address))
+                    }
+                }
                 .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try self.configurePipeline(channel, direction: .inbound, serviceKey: nil)
+                        try self.configureInbound(channel)
                     }
                 }
                 .bind(host: configuration.listenHost, port: configuration.listenPort)
                 .get()
-            let stillRunning = state.withLockedValue { state -> Bool in
+            let stillRunning = withState { state -> Bool in
                 if state.running { state.server = server }
                 return state.running
             }
             if !stillRunning { try? await server.close() }
             return server.localAddress?.port
         } catch {
-            state.withLockedValue { $0.running = false }
-            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)).lowercased() } ?? "\(error)"
-            throw PeerKitError.listenFailed(address: address, reason: reason)
+            withState { $0.running = false }
+            throw PeerKitError.listenFailed(address: address, reason: Self.describe(error))
         }
     }
 
@@ -119,7 +181,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// connections and the listener are closed.
     @discardableResult
     func stop() -> [EventLoopFuture<Void>] {
-        let (connections, server) = state.withLockedValue { state -> ([PeerConnection], (any Channel)?) in
+        let (connections, server) = withState { state -> ([PeerConnection], (any Channel)?) in
             guard state.running else { return ([], nil) }
             state.running = false
             for service in state.services.values { service.retry?.cancel() }
@@ -128,20 +190,20 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 record.pendingDisconnect?.cancel()
                 if record.active != nil {
                     record.active = nil
-                    emit(.peerDisconnected(record.snapshot, reason: nil))
+                    state.emit(.peerDisconnected(record.snapshot, reason: nil))
                 }
-                emit(.peerRemoved(record.snapshot))
+                state.emit(.peerRemoved(record.snapshot))
                 removed = true
             }
-            if removed { emit(.availablePeersChanged([])) }
+            if removed { state.emit(.availablePeersChanged([])) }
             state.peers = [:]
             state.services = [:]
+            state.pendingHandshakes = []
             defer { state.connections = [:]; state.server = nil }
             return (Array(state.connections.values), state.server)
         }
-        let bye = ConnectionStateMachine.ControlFrame.bye(reason: nil).encode()
         for connection in connections {
-            connection.close(after: connection.remote != nil ? bye : nil)
+            connection.requestClose(.stopped)
         }
         server?.close(promise: nil)
         return connections.map(\.channel.closeFuture) + (server.map { [$0.closeFuture] } ?? [])
@@ -198,22 +260,41 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             serviceLost(key)
         case let .failed(error):
             logger.error("\(error)")
-            state.withLockedValue { _ in emit(.error(error)) }
+            withState { $0.emit(.error(error)) }
         case .recovered:
             logger.info("Discovery works again.")
         case let .advertised(name):
-            // After a name collision the instance is renamed; peers should see the name they can find.
-            logger.info("Advertised as \"\(name)\".")
-            state.withLockedValue { $0.localHello.name = name }
+            advertised(as: name)
+        }
+    }
+
+    /// After a name collision the instance is renamed: new connections say the new name, and
+    /// peers already connected are told, so that every peer shows the name it can find.
+    private func advertised(as name: String) {
+        logger.info("Advertised as \"\(LogSafe.text(name))\".")
+        let open = withState { state -> [PeerConnection] in
+            guard state.localHello.name != name else { return [] }
+            state.localHello.name = name
+            return Array(state.connections.values)
+        }
+        let frame = ConnectionStateMachine.ControlFrame.rename(name: name).encode()
+        for connection in open where connection.remote != nil {
+            connection.send(frame)
         }
     }
 
     private func serviceFound(_ service: DiscoveredService) {
         guard service.peerID != localPeerID else { return }
-        let shouldDial = state.withLockedValue { state -> Bool in
+        let shouldDial = withState { state -> Bool in
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
             record.service = service
+            if record.retry != nil {
+                // Advertised anew while we were backing off: try again now, from the start.
+                record.retry?.cancel()
+                record.retry = nil
+                record.attempt = 0
+            }
             if let peerID = service.peerID {
                 if let previous = record.peerID, previous != peerID {
                     // The same instance name now belongs to another peer (a restarted process).
@@ -225,13 +306,19 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard let peerID = record.peerID else { return !record.dialing }
             // A peer known from its TXT record is available before it is connected.
             let info = service.txtRecord.filter { $0.key != "peerid" && $0.key != "proto" }
-            var peer = state.peers[peerID] ?? PeerRecord(peer: Peer(id: peerID, name: service.name, discoveryInfo: info, isConnected: false))
-            let wasAvailable = state.peers[peerID]?.isAvailable ?? false
+            let existing = state.peers[peerID]
+            var peer = existing ?? PeerRecord(peer: Peer(id: peerID, name: service.name, discoveryInfo: info, isConnected: false))
+            let wasAvailable = existing?.isAvailable ?? false
             peer.serviceKeys.insert(service.key)
+            if existing != nil, peer.active == nil, peer.peer.name != service.name {
+                // Renamed (a collision) while not connected: show the name it can be found by.
+                peer.peer = Peer(id: peerID, name: service.name, discoveryInfo: peer.peer.discoveryInfo, isConnected: false)
+                if wasAvailable { state.peers[peerID] = peer; state.emit(.availablePeersChanged(Self.available(state))) }
+            }
             state.peers[peerID] = peer
             if !wasAvailable {
-                emit(.peerAdded(peer.snapshot))
-                emit(.availablePeersChanged(Self.available(state)))
+                state.emit(.peerAdded(peer.snapshot))
+                state.emit(.availablePeersChanged(Self.available(state)))
             }
             return peer.active == nil && !record.dialing
         }
@@ -239,7 +326,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     private func serviceLost(_ key: String) {
-        state.withLockedValue { state in
+        withState { state in
             guard let record = state.services.removeValue(forKey: key) else { return }
             record.retry?.cancel()
             if let peerID = record.peerID {
@@ -256,8 +343,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             state.peers[peerID] = peer
         } else {
             state.peers[peerID] = nil
-            emit(.peerRemoved(peer.snapshot))
-            emit(.availablePeersChanged(Self.available(state)))
+            state.emit(.peerRemoved(peer.snapshot))
+            state.emit(.availablePeersChanged(Self.available(state)))
         }
     }
 
@@ -274,12 +361,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             return record.service.endpoints
         }
         guard !endpoints.isEmpty else { return }
-        connect(key: key, endpoints: endpoints[...])
+        connect(key: key, endpoints: endpoints[...], lastError: nil)
     }
 
-    private func connect(key: String, endpoints: ArraySlice<PeerEndpoint>) {
+    private func connect(key: String, endpoints: ArraySlice<PeerEndpoint>, lastError: String?) {
         guard let endpoint = endpoints.first else {
-            dialFailed(key: key)
+            dialFailed(key: key, reason: lastError ?? "it advertises no address")
             return
         }
         ClientBootstrap(group: group)
@@ -292,21 +379,31 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             }
             .connect(host: endpoint.host, port: endpoint.port)
             .whenFailure { error in
-                self.logger.debug("Could not connect to \(endpoint): \(error)")
-                self.connect(key: key, endpoints: endpoints.dropFirst())
+                self.connect(key: key, endpoints: endpoints.dropFirst(), lastError: "connecting to \(endpoint) failed: \(Self.describe(error))")
             }
     }
 
-    /// Every endpoint failed, or the connection closed before its handshake completed:
-    /// try again after the back-off delay while the service is still discovered.
-    private func dialFailed(key: String) {
-        state.withLockedValue { state in
-            guard state.running, var record = state.services[key] else { return }
+    /// Every endpoint failed, or the connection closed before its handshake completed: try again
+    /// after the back-off delay while the service is still discovered. The first failure of an
+    /// episode is logged (and published); the following attempts only at debug level.
+    private func dialFailed(key: String, reason: String, error: PeerKitError? = nil) {
+        let failure = withState { state -> (name: String, attempt: Int, delay: Duration)? in
+            guard state.running, var record = state.services[key] else { return nil }
             record.dialing = false
             let delay = configuration.backoff.delay(attempt: record.attempt, random: Double.random(in: 0..<1))
+            let attempt = record.attempt
             record.attempt += 1
             record.retry = timerLoop.scheduleTask(in: delay.timeAmount) { self.dial(key: key) }
             state.services[key] = record
+            if attempt == 0, let error { state.emit(.error(error)) }
+            return (record.service.name, attempt, delay)
+        }
+        guard let failure else { return }
+        let name = LogSafe.text(failure.name, maximumBytes: 80)
+        if failure.attempt == 0 {
+            logger.notice("Cannot reach \"\(name)\": \(reason). Retrying with back-off from \(configuration.backoff.initial.peerKitSeconds) up to \(configuration.backoff.maximum.peerKitSeconds) between attempts; a new advertisement retries at once.")
+        } else {
+            logger.debug("Attempt \(failure.attempt + 1) to reach \"\(name)\" failed: \(reason); next in \(failure.delay.peerKitSeconds).")
         }
     }
 
@@ -314,9 +411,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private func scheduleRedial(_ keys: Set<String>, state: inout State) {
         for key in keys {
             guard var record = state.services[key], !record.dialing, record.retry == nil else { continue }
-            record.attempt = 0
             let delay = configuration.backoff.delay(attempt: 0, random: Double.random(in: 0..<1))
-            record.attempt = 1
+            record.attempt = 0
             record.retry = timerLoop.scheduleTask(in: delay.timeAmount) { self.dial(key: key) }
             state.services[key] = record
         }
@@ -324,34 +420,75 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     // MARK: Pipeline
 
+    /// Sets up an accepted connection, or closes it at once when a connection limit is reached.
+    private func configureInbound(_ channel: any Channel) throws {
+        let refusal = withState { state -> (count: Int, limit: Int, what: String)? in
+            if state.connections.count >= configuration.maximumConnections {
+                return (state.connections.count, configuration.maximumConnections, "PeerConfiguration.maximumConnections")
+            }
+            if state.pendingHandshakes.count >= configuration.maximumPendingHandshakes {
+                return (state.pendingHandshakes.count, configuration.maximumPendingHandshakes, "PeerConfiguration.maximumPendingHandshakes")
+            }
+            return nil
+        }
+        if let refusal {
+            let first = withState { state -> Bool in
+                state.refusedInEpisode += 1
+                return state.refusedInEpisode == 1
+            }
+            if first {
+                let what = refusal.what.hasSuffix("Handshakes") ? "connections are in their handshake" : "connections are open"
+                logger.warning("Refusing new connections: \(refusal.count) \(what), the limit (\(refusal.what) = \(refusal.limit)). Connections are accepted again when one ends; this is logged once until then.")
+            }
+            channel.close(promise: nil)
+            return
+        }
+        let resumed = withState { state -> Int in
+            defer { state.refusedInEpisode = 0 }
+            return state.refusedInEpisode
+        }
+        if resumed > 0 {
+            logger.notice("Accepting connections again after refusing \(resumed) over the limits.")
+        }
+        try configurePipeline(channel, direction: .inbound, serviceKey: nil)
+    }
+
     private func configurePipeline(_ channel: any Channel, direction: TieBreak.Direction, serviceKey: String?) throws {
         let stateMachine = ConnectionStateMachine.Configuration(
             localHello: state.withLockedValue { $0.localHello },
             heartbeatInterval: configuration.heartbeatInterval,
             peerTimeout: configuration.peerTimeout,
-            handshakeTimeout: configuration.handshakeTimeout
+            handshakeTimeout: configuration.handshakeTimeout,
+            maximumFrameLength: configuration.maximumFrameLength,
+            maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
+            slowPeerGracePeriod: configuration.slowPeerGracePeriod
         )
-        let handler = PeerConnectionHandler(configuration: stateMachine, delegate: self) { channel in
-            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey)
-            let running = self.state.withLockedValue { state -> Bool in
-                if state.running { state.connections[ObjectIdentifier(connection)] = connection }
-                return state.running
+        let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
+        let inboundLimit = configuration.maximumQueuedInboundBytes
+        let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, delegate: self) { channel in
+            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit)
+            let running = self.withState { state -> Bool in
+                guard state.running else { return false }
+                let id = ObjectIdentifier(connection)
+                state.connections[id] = connection
+                if direction == .inbound { state.pendingHandshakes.insert(id) }
+                return true
             }
             if !running { channel.close(promise: nil) }
             return connection
         }
-        try PeerPipeline.configure(channel, maximumFrameLength: configuration.maximumFrameLength, handler: handler)
+        try PeerPipeline.configure(channel, limit: limit, handler: handler)
     }
 
     // MARK: PeerConnectionDelegate
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
-        let retired = state.withLockedValue { state -> PeerConnection? in
-            guard state.running else {
-                connection.close(after: nil)
-                return nil
-            }
+        let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
+            state.pendingHandshakes.remove(ObjectIdentifier(connection))
+            guard state.running else { return (nil, nil) }
+            var reached: (String, Int)?
             if let key = connection.serviceKey, var service = state.services[key] {
+                if service.attempt > 0 { reached = (service.service.name, service.attempt) }
                 service.dialing = false
                 service.attempt = 0
                 service.peerID = remote.peerID
@@ -374,7 +511,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 state.tieBreaks += 1
                 if newWins { record.active = connection }
                 state.peers[remote.peerID] = record
-                return newWins ? active : connection
+                return (newWins ? active : connection, reached)
             }
             record.active = connection
             if let pending = record.pendingDisconnect {
@@ -382,17 +519,27 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 pending.cancel()
                 record.pendingDisconnect = nil
                 state.peers[remote.peerID] = record
-                return nil
+                return (nil, reached)
             }
             state.peers[remote.peerID] = record
-            if !wasAvailable { emit(.peerAdded(record.snapshot)) }
-            emit(.peerConnected(record.snapshot))
-            emit(.availablePeersChanged(Self.available(state)))
-            return nil
+            if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
+            state.emit(.peerConnected(record.snapshot))
+            state.emit(.availablePeersChanged(Self.available(state)))
+            return (nil, reached)
         }
-        if let retired, retired.retire() {
-            let bye = ConnectionStateMachine.ControlFrame.bye(reason: Bye.duplicateConnection).encode()
-            retired.retire(bye: bye, timeout: configuration.handshakeTimeout)
+        if let reached {
+            logger.notice("Reached \"\(LogSafe.text(reached.name, maximumBytes: 80))\" again after \(reached.attempts) failed attempts.")
+        }
+        retired?.requestClose(.duplicate)
+    }
+
+    func connectionRenamed(_ connection: PeerConnection, remote: Hello) {
+        withState { state in
+            guard state.running, var record = state.peers[remote.peerID], record.active === connection else { return }
+            logger.info("\(record.peer) is now called \"\(LogSafe.text(remote.name))\".")
+            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: record.peer.discoveryInfo, isConnected: true)
+            state.peers[remote.peerID] = record
+            state.emit(.availablePeersChanged(Self.available(state)))
         }
     }
 
@@ -401,26 +548,22 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         delegate?.received(envelope, from: peer, on: connection)
     }
 
-    func connection(_ connection: PeerConnection, reported error: PeerKitError) {
-        logger.warning("\(error)")
-        state.withLockedValue { _ in emit(.error(error)) }
-    }
-
-    func connectionClosed(_ connection: PeerConnection, error: PeerKitError?, byeReason: String?) {
-        if let error { logger.notice("\(error)") }
-        let redialKey = state.withLockedValue { state -> String? in
-            state.connections[ObjectIdentifier(connection)] = nil
+    func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
+        let error = reason.error(peer: connection.description)
+        let redialKey = withState { state -> String? in
+            let id = ObjectIdentifier(connection)
+            state.connections[id] = nil
+            state.pendingHandshakes.remove(id)
             guard state.running else { return nil }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
-                if let error { emit(.error(error)) }
                 return connection.serviceKey
             }
-            guard !connection.isRetired, var record = state.peers[remote.peerID], record.active === connection else {
+            guard reason != .duplicate, var record = state.peers[remote.peerID], record.active === connection else {
                 return nil
             }
             record.active = nil
-            if byeReason == Bye.duplicateConnection {
+            if reason == .peerSaidBye(reason: Bye.duplicateConnection) {
                 // The peer kept another connection to us; it is being established.
                 record.pendingDisconnect = timerLoop.scheduleTask(in: configuration.handshakeTimeout) {
                     self.duplicateGraceExpired(peerID: remote.peerID)
@@ -428,33 +571,39 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 state.peers[remote.peerID] = record
                 return nil
             }
-            emit(.peerDisconnected(record.snapshot, reason: error))
+            state.emit(.peerDisconnected(record.snapshot, reason: error))
             if record.serviceKeys.isEmpty {
                 state.peers[remote.peerID] = nil
-                emit(.peerRemoved(record.snapshot))
+                state.emit(.peerRemoved(record.snapshot))
             } else {
                 state.peers[remote.peerID] = record
                 scheduleRedial(record.serviceKeys, state: &state)
             }
-            emit(.availablePeersChanged(Self.available(state)))
+            state.emit(.availablePeersChanged(Self.available(state)))
             return nil
         }
-        if let redialKey { dialFailed(key: redialKey) }
+        if let redialKey {
+            // A dial whose handshake failed: the back-off logs the episode once.
+            dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
+        } else if let error, connection.remote != nil || connection.direction == .inbound {
+            // An established connection that ended badly, or a stranger that failed its handshake.
+            logger.notice("\(error)")
+        }
     }
 
     private func duplicateGraceExpired(peerID: String) {
-        state.withLockedValue { state in
+        withState { state in
             guard state.running, var record = state.peers[peerID], record.pendingDisconnect != nil, record.active == nil else { return }
             record.pendingDisconnect = nil
-            emit(.peerDisconnected(record.snapshot, reason: .connectionClosed(peer: record.peer.name)))
+            state.emit(.peerDisconnected(record.snapshot, reason: .connectionClosed(peer: record.peer.name)))
             if record.serviceKeys.isEmpty {
                 state.peers[peerID] = nil
-                emit(.peerRemoved(record.snapshot))
+                state.emit(.peerRemoved(record.snapshot))
             } else {
                 state.peers[peerID] = record
                 scheduleRedial(record.serviceKeys, state: &state)
             }
-            emit(.availablePeersChanged(Self.available(state)))
+            state.emit(.availablePeersChanged(Self.available(state)))
         }
     }
 
@@ -462,8 +611,45 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private var delegate: (any ConnectionManagerDelegate)? { delegateBox.withLockedValue { $0 } }
 
-    /// Call with the state lock held.
-    private func emit(_ event: PeerEvent) {
-        delegate?.emit(event)
+    /// An error as a sentence fragment naming its cause: for a system call, the call and errno.
+    static func describe(_ error: any Error) -> String {
+        if let ioError = error as? IOError {
+            return "\(ioError.description) (errno \(ioError.errnoCode): \(String(cString: strerror(ioError.errnoCode))))"
+        }
+        if let connectError = error as? NIOConnectionError {
+            let reasons = connectError.connectionErrors.map { "\($0.target): \(describe($0.error))" }
+            return reasons.isEmpty ? "\(connectError)" : reasons.joined(separator: "; ")
+        }
+        return String(describing: error)
+    }
+}
+
+/// On a listening channel, after NIO's `AcceptBackoffHandler`: logs accept errors (such as
+/// EMFILE at the descriptor limit) once per episode, and that accepting works again.
+private final class AcceptErrorLogger: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+
+    private let logger: Logger
+    private let address: String
+    private var failures = 0
+
+    init(logger: Logger, address: String) {
+        self.logger = logger
+        self.address = address
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if failures > 0 {
+            logger.notice("Accepting connections on \(address) again after \(failures) failed attempts.")
+            failures = 0
+        }
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failures += 1
+        if failures == 1 {
+            logger.error("Accepting a connection on \(address) failed: \(ConnectionManager.describe(error)). Accepting pauses for 1 s after each failure; this is logged once until accepting works again. At the descriptor limit, raise it (ulimit -n) or lower PeerConfiguration.maximumConnections.")
+        }
     }
 }

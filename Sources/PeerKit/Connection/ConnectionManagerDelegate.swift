@@ -1,7 +1,7 @@
 /// What the connection manager reports to the layer above.
 ///
-/// `emit` is called with the manager's lock held, so events arrive in the order the state
-/// changed; `received` is called on the connection's event loop. Neither may block: hand the
+/// `emit` is called in the order the state changed, one call at a time, never with the manager's
+/// lock held; `received` is called on the connection's event loop. Neither may block: hand the
 /// value on (yield it to a stream) and return.
 protocol ConnectionManagerDelegate: AnyObject, Sendable {
     /// A peer event: added, removed, connected, disconnected, list changed, or an error.

@@ -2,18 +2,31 @@ import Foundation
 import NIOCore
 import NIOFoundationCompat
 
-/// The protocol logic of one connection: handshake, keepalive and close, as a value type.
+/// The whole life of one connection, as a value type: handshake, keepalive, limits and close.
 ///
-/// The channel handler feeds it events (`activated`, `frameReceived`, `heartbeat`, ...) with the
-/// current time and performs the ``Action`` each returns. It never touches a socket, so it is
-/// tested with plain values. Once it fails or closes it stays closed and ignores further events.
+///     idle ──activated──▶ handshaking ──hello──▶ open ──closeRequested / bye──▶ closing ──▶ closed
+///                              │                   │                                        ▲
+///                              └──── failure ──────┴──── failure (sends peerkit.error) ─────┘
+///
+/// The channel handler feeds it events (`activated`, `bytesArrived`, `frameReceived`,
+/// `heartbeat`, `closeRequested`, `channelClosed`, ...) with the current time and the figures it
+/// needs (the outbox size, whether reading is paused), and performs the ``Action`` each returns.
+/// It never touches a socket, so it is tested with plain values. Every way a connection ends is a
+/// ``CloseReason``, reported exactly once (``Action/reportClosed(_:)``); after that the machine
+/// ignores further events.
 struct ConnectionStateMachine {
-    /// Protocol parameters for one connection.
+    /// Protocol parameters and limits for one connection.
     struct Configuration: Sendable {
         var localHello: Hello
         var heartbeatInterval: TimeAmount
         var peerTimeout: TimeAmount
         var handshakeTimeout: TimeAmount
+        /// The frame limit once the handshake completed (before it, the pipeline's smaller one holds).
+        var maximumFrameLength: Int = 16 * 1024 * 1024
+        /// Bytes that may wait in the outbox…
+        var maximumQueuedOutboundBytes: Int = 32 * 1024 * 1024
+        /// …for at most this long before the peer is disconnected as too slow.
+        var slowPeerGracePeriod: TimeAmount = .seconds(10)
     }
 
     /// A protocol frame the handler must send.
@@ -23,44 +36,90 @@ struct ConnectionStateMachine {
         case pong(replyTo: String?)
         case bye(reason: String?)
         case error(reason: String, replyTo: String?)
+        /// Our advertised name changed (a DNS-SD name collision renamed us).
+        case rename(name: String)
     }
 
-    /// Why a connection had to be closed.
+    /// Why a connection had to be failed by this side.
     enum Failure: Equatable, Sendable {
         case handshake(String)
         case malformed(String)
         case frameTooLarge(length: Int, limit: Int)
         case timedOut(silence: TimeAmount)
+        case tooSlow(queuedBytes: Int, limit: Int, grace: TimeAmount)
+    }
+
+    /// Why a connection ended: exactly one per connection.
+    enum CloseReason: Equatable, Sendable {
+        /// This side stopped (the transceiver stopped); `bye` was sent.
+        case stopped
+        /// This side closed it as the loser of a tie-break; `bye` was sent.
+        case duplicate
+        /// The peer said `bye`, with its reason.
+        case peerSaidBye(reason: String?)
+        /// This side failed it: a protocol violation, a timeout, a slow peer.
+        case failed(Failure)
+        /// The peer sent `peerkit.error` (and closes): its reason.
+        case peerFailed(reason: String)
+        /// The socket closed without a bye.
+        case connectionLost
+        /// The socket failed (reset, TLS error, ...): what the transport said.
+        case transportError(String)
     }
 
     /// What the handler must do after an event.
     enum Action: Equatable {
         case none
         case send(ControlFrame)
-        /// The handshake completed; tell the connection layer who the peer is.
+        /// The handshake completed: raise the frame limit and tell the connection layer who the peer is.
         case established(Hello)
         /// An application message (or a reply) for the messaging layer.
         case deliver(Envelope)
-        /// Send `peerkit.error` with the failure's reason (unless the peer timed out), then close.
-        case fail(Failure)
-        /// The peer said bye: close.
-        case close(byeReason: String?)
-        /// The peer reported a connection-level error; log it (the peer closes).
-        case peerReportedError(String)
+        /// The peer's name changed.
+        case renamed(Hello)
+        /// Report `reason` now; then send what is queued (unless the peer is not reading or is
+        /// silent) and `frame`, if any, and close the socket as `mode` says.
+        case close(sending: ControlFrame?, mode: CloseMode, reason: CloseReason)
+        /// Report that the connection ended (the socket is already closed or closing).
+        case reportClosed(CloseReason)
+    }
+
+    /// How the socket closes once the last frame is written.
+    enum CloseMode: Equatable, Sendable {
+        /// Close fully once written.
+        case close
+        /// Shut the output only and read (dropping) what the peer still sends, so the peer reads
+        /// the last frame (a `peerkit.error`) before a FIN rather than losing it to a reset.
+        case halfClose
+        /// Keep reading, and delivering, until the peer closes: after a tie-break `bye`, messages
+        /// the peer sent on this connection before it read the bye are not lost.
+        case awaitPeer
     }
 
     private enum State: Equatable {
         case idle
-        case awaitingHello(since: NIODeadline)
-        case established(remote: Hello)
+        case handshaking(since: NIODeadline)
+        case open(remote: Hello)
+        /// Closing: the reason is reported already; waiting for the socket to close. Messages
+        /// still arriving are delivered only when `delivering` (a retired duplicate).
+        case closing(remote: Hello?, delivering: Bool)
         case closed
     }
 
+    /// The longest untrusted string accepted in a hello (a peer ID), in UTF-8 bytes.
+    static let maximumPeerIDLength = 64
+    /// At most this many discovery-info pairs in a hello, each at most 255 bytes (a TXT string).
+    static let maximumDiscoveryInfoCount = 64
+
     let configuration: Configuration
     private var state: State = .idle
+    /// When the last byte arrived: any bytes prove the peer alive.
     private var lastHeard: NIODeadline = .uptimeNanoseconds(0)
-    private var outstandingPing: String?
+    /// When we last sent a ping, while one is unanswered.
+    private var outstandingPing: (id: String, sent: NIODeadline)?
     private var pingCount = 0
+    /// Since when the outbox has been over its limit.
+    private var overOutboundLimitSince: NIODeadline?
 
     init(configuration: Configuration) {
         self.configuration = configuration
@@ -68,46 +127,81 @@ struct ConnectionStateMachine {
 
     /// The remote hello, once the handshake is complete.
     var remoteHello: Hello? {
-        if case let .established(remote) = state { return remote }
-        return nil
+        switch state {
+        case let .open(remote): return remote
+        case let .closing(remote, _): return remote
+        case .idle, .handshaking, .closed: return nil
+        }
     }
 
-    var isClosed: Bool { state == .closed }
+    /// Whether the connection is open for messages.
+    var isOpen: Bool {
+        if case .open = state { return true }
+        return false
+    }
+
+    /// Whether the connection is closing or closed: its reason has been reported.
+    var isEnding: Bool {
+        switch state {
+        case .closing, .closed: return true
+        case .idle, .handshaking, .open: return false
+        }
+    }
 
     // MARK: Events
 
     /// The TCP connection is up: send our hello.
     mutating func activated(now: NIODeadline) -> Action {
         guard case .idle = state else { return .none }
-        state = .awaitingHello(since: now)
+        state = .handshaking(since: now)
         lastHeard = now
         return .send(.hello(configuration.localHello))
     }
 
+    /// Bytes arrived (a whole frame or part of one): the peer is alive.
+    mutating func bytesArrived(now: NIODeadline) {
+        lastHeard = now
+    }
+
     /// A frame arrived and parsed as an envelope.
     mutating func frameReceived(_ envelope: Envelope, now: NIODeadline) -> Action {
+        lastHeard = now
         switch state {
+        case let .closing(_, delivering):
+            return delivering && !envelope.isControl ? .deliver(envelope) : .none
         case .idle, .closed:
             return .none
-        case .awaitingHello:
-            return receiveHello(envelope, now: now)
-        case .established:
-            lastHeard = now
+        case .handshaking:
+            return receiveHello(envelope)
+        case let .open(remote):
             guard envelope.isControl else { return .deliver(envelope) }
             switch envelope.type {
             case EnvelopeType.ping:
                 return .send(.pong(replyTo: envelope.id))
             case EnvelopeType.pong:
-                if envelope.replyTo == outstandingPing { outstandingPing = nil }
+                if let outstanding = outstandingPing, envelope.replyTo == outstanding.id { outstandingPing = nil }
                 return .none
             case EnvelopeType.bye:
-                state = .closed
                 let bye = try? JSONDecoder().decode(Bye.self, from: envelope.payload)
-                return .close(byeReason: bye?.reason)
+                state = .closing(remote: remote, delivering: false)
+                return .close(sending: nil, mode: .close, reason: .peerSaidBye(reason: bye?.reason.map { LogSafe.text($0) }))
             case EnvelopeType.error:
                 if envelope.replyTo != nil { return .deliver(envelope) }
                 let payload = try? JSONDecoder().decode(ErrorPayload.self, from: envelope.payload)
-                return .peerReportedError(payload?.reason ?? "the peer reported an error without a reason")
+                state = .closing(remote: remote, delivering: false)
+                let reason = payload.map { LogSafe.text($0.reason) } ?? "the peer reported an error without a reason"
+                return .close(sending: nil, mode: .close, reason: .peerFailed(reason: reason))
+            case EnvelopeType.rename:
+                guard let rename = try? JSONDecoder().decode(Rename.self, from: envelope.payload) else {
+                    return fail(.malformed("a peerkit.rename payload lacks its name"))
+                }
+                if let problem = Self.problem(withName: rename.name) {
+                    return fail(.handshake("the peer's new name \(problem)"))
+                }
+                var renamed = remote
+                renamed.name = rename.name
+                state = .open(remote: renamed)
+                return .renamed(renamed)
             case EnvelopeType.hello:
                 return fail(.handshake("a second peerkit.hello arrived after the handshake"))
             default:
@@ -119,57 +213,114 @@ struct ConnectionStateMachine {
 
     /// A frame could not be read (too large, truncated, or not an envelope).
     mutating func frameRejected(_ error: WireError) -> Action {
-        guard state != .closed else { return .none }
-        switch error {
-        case let .frameTooLarge(length, limit):
-            return fail(.frameTooLarge(length: length, limit: limit))
-        case .truncatedFrame, .malformedEnvelope:
-            return fail(.malformed(error.reason))
+        switch state {
+        case .closing, .closed:
+            return .none
+        case .idle, .handshaking, .open:
+            switch error {
+            case let .frameTooLarge(length, limit):
+                return fail(.frameTooLarge(length: length, limit: limit))
+            case .truncatedFrame, .malformedEnvelope:
+                return fail(.malformed(error.reason))
+            }
         }
     }
 
-    /// Called every heartbeat interval: ping an idle peer, drop a silent one.
-    mutating func heartbeat(now: NIODeadline) -> Action {
+    /// Called every heartbeat interval.
+    ///
+    /// - Parameters:
+    ///   - queuedOutboundBytes: what waits in the outbox now; over the limit for longer than the
+    ///     grace period, the peer is failed as too slow.
+    ///   - readingPaused: whether this side stopped reading (its handlers are behind). The peer is
+    ///     then not timed out (its bytes are simply not read yet), and is pinged every interval so
+    ///     that it keeps hearing from us.
+    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false) -> Action {
         switch state {
-        case .idle, .closed:
+        case .idle, .closing, .closed:
             return .none
-        case let .awaitingHello(since):
+        case let .handshaking(since):
             if now - since >= configuration.handshakeTimeout {
                 return fail(.handshake("no peerkit.hello arrived within \(configuration.handshakeTimeout.seconds) s"))
             }
             return .none
-        case .established:
+        case .open:
+            if queuedOutboundBytes > configuration.maximumQueuedOutboundBytes {
+                let since = overOutboundLimitSince ?? now
+                overOutboundLimitSince = since
+                if now - since >= configuration.slowPeerGracePeriod {
+                    return fail(.tooSlow(queuedBytes: queuedOutboundBytes, limit: configuration.maximumQueuedOutboundBytes, grace: configuration.slowPeerGracePeriod))
+                }
+            } else {
+                overOutboundLimitSince = nil
+            }
+            if readingPaused {
+                lastHeard = now
+                return .send(.ping(id: nextPingID(now: now)))
+            }
             let silence = now - lastHeard
             if silence >= configuration.peerTimeout {
                 return fail(.timedOut(silence: silence))
             }
             if silence >= configuration.heartbeatInterval, outstandingPing == nil {
-                pingCount += 1
-                let id = "ping-\(pingCount)"
-                outstandingPing = id
-                return .send(.ping(id: id))
+                return .send(.ping(id: nextPingID(now: now)))
             }
             return .none
         }
     }
 
-    /// We are closing the connection: say bye if the handshake completed.
-    mutating func closeRequested(reason: String? = nil) -> Action {
-        defer { state = .closed }
-        if case .established = state { return .send(.bye(reason: reason)) }
-        return .none
+    /// This side closes the connection (`.stopped` or `.duplicate`): say bye when the handshake
+    /// completed, then close once it is sent.
+    mutating func closeRequested(_ reason: CloseReason) -> Action {
+        switch state {
+        case .closing, .closed:
+            return .none
+        case let .open(remote):
+            let duplicate = reason == .duplicate
+            state = .closing(remote: remote, delivering: duplicate)
+            return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: duplicate ? .awaitPeer : .close, reason: reason)
+        case .idle, .handshaking:
+            state = .closing(remote: nil, delivering: false)
+            return .close(sending: nil, mode: .close, reason: reason)
+        }
+    }
+
+    /// The socket closed (`error`: why, when the transport failed). Reports the reason unless
+    /// one was reported already.
+    mutating func channelClosed(error: String? = nil) -> Action {
+        switch state {
+        case .closed:
+            return .none
+        case .closing:
+            state = .closed
+            return .none
+        case .idle, .handshaking, .open:
+            state = .closed
+            return .reportClosed(error.map { .transportError($0) } ?? .connectionLost)
+        }
+    }
+
+    /// The transport failed while the connection is still up (a reset, a TLS alert): close.
+    mutating func transportFailed(_ description: String) -> Action {
+        switch state {
+        case .closing, .closed:
+            return .none
+        case .idle, .handshaking, .open:
+            state = .closing(remote: remoteHello, delivering: false)
+            return .close(sending: nil, mode: .close, reason: .transportError(description))
+        }
     }
 
     // MARK: Handshake
 
-    private mutating func receiveHello(_ envelope: Envelope, now: NIODeadline) -> Action {
+    private mutating func receiveHello(_ envelope: Envelope) -> Action {
         guard envelope.type == EnvelopeType.hello else {
             if envelope.type == EnvelopeType.error {
                 let payload = try? JSONDecoder().decode(ErrorPayload.self, from: envelope.payload)
-                state = .closed
-                return .fail(.handshake("the peer refused the connection: \(payload?.reason ?? "no reason given")"))
+                state = .closing(remote: nil, delivering: false)
+                let reason = payload.map { LogSafe.text($0.reason) } ?? "no reason given"
+                return .close(sending: nil, mode: .close, reason: .failed(.handshake("the peer refused the connection: \(reason)")))
             }
-            return fail(.handshake("the first frame was a \"\(envelope.type)\" message, not peerkit.hello"))
+            return fail(.handshake("the first frame was a \"\(LogSafe.text(envelope.type, maximumBytes: 64))\" message, not peerkit.hello"))
         }
         let hello: Hello
         do {
@@ -182,22 +333,60 @@ struct ConnectionStateMachine {
             return fail(.handshake("the peer speaks protocol \(hello.protocol), and this peer speaks only protocol \(Hello.currentProtocol)"))
         }
         guard hello.serviceType == local.serviceType else {
-            return fail(.handshake("the peer's service type is \"\(hello.serviceType)\", not \"\(local.serviceType)\""))
+            return fail(.handshake("the peer's service type is \"\(LogSafe.text(hello.serviceType, maximumBytes: 64))\", not \"\(local.serviceType)\""))
         }
         guard !hello.peerID.isEmpty else {
             return fail(.handshake("the peer's peerID is empty"))
         }
+        guard hello.peerID.utf8.count <= Self.maximumPeerIDLength else {
+            return fail(.handshake("the peer's peerID is \(hello.peerID.utf8.count) bytes long, over the limit of \(Self.maximumPeerIDLength)"))
+        }
+        if let problem = Self.problem(withName: hello.name) {
+            return fail(.handshake("the peer's name \(problem)"))
+        }
+        if let info = hello.discoveryInfo {
+            guard info.count <= Self.maximumDiscoveryInfoCount else {
+                return fail(.handshake("the peer's discoveryInfo has \(info.count) entries, over the limit of \(Self.maximumDiscoveryInfoCount)"))
+            }
+            for (key, value) in info where key.utf8.count + 1 + value.utf8.count > 255 {
+                return fail(.handshake("the peer's discoveryInfo entry \"\(LogSafe.text(key, maximumBytes: 64))\" is longer than the 255 bytes of a TXT string"))
+            }
+        }
         guard hello.peerID != local.peerID else {
             return fail(.handshake("the connection leads back to this peer itself"))
         }
-        state = .established(remote: hello)
-        lastHeard = now
+        state = .open(remote: hello)
         return .established(hello)
     }
 
+    /// What is wrong with a peer's name, as the end of a sentence, or nil when it is acceptable.
+    static func problem(withName name: String) -> String? {
+        if name.isEmpty { return "is empty" }
+        let length = name.utf8.count
+        if length > PeerConfiguration.maximumPeerNameLength {
+            return "is \(length) bytes long, over the \(PeerConfiguration.maximumPeerNameLength) bytes of a DNS-SD instance name"
+        }
+        return nil
+    }
+
+    private mutating func nextPingID(now: NIODeadline) -> String {
+        pingCount += 1
+        let id = "ping-\(pingCount)"
+        outstandingPing = (id, now)
+        return id
+    }
+
+    /// Fails the connection: a `peerkit.error` saying why goes out (unless the peer is silent or
+    /// not reading, when nothing would reach it), then the output is shut so the peer can read it.
     private mutating func fail(_ failure: Failure) -> Action {
-        state = .closed
-        return .fail(failure)
+        state = .closing(remote: remoteHello, delivering: false)
+        switch failure {
+        case .timedOut, .tooSlow:
+            return .close(sending: nil, mode: .close, reason: .failed(failure))
+        case .handshake, .malformed, .frameTooLarge:
+            let sentence = "Closing the connection: " + failure.reason + "."
+            return .close(sending: .error(reason: sentence, replyTo: nil), mode: .halfClose, reason: .failed(failure))
+        }
     }
 }
 
@@ -211,16 +400,33 @@ extension ConnectionStateMachine.Failure {
             return "a frame of \(length) bytes exceeds the \(limit)-byte limit"
         case let .timedOut(silence):
             return "nothing arrived for \(silence.seconds) s"
+        case let .tooSlow(queued, limit, grace):
+            return "\(queued) bytes waited to be sent, over the \(limit)-byte limit, for more than \(grace.seconds) s"
         }
     }
+}
 
-    /// The failure as the public error, naming the peer.
-    func error(peer: String) -> PeerKitError {
+extension ConnectionStateMachine.CloseReason {
+    /// The reason as the public error, naming the peer; nil for an orderly close.
+    func error(peer: String) -> PeerKitError? {
         switch self {
-        case let .handshake(reason): return .handshakeFailed(reason: reason, peer: peer)
-        case let .malformed(reason): return .malformedFrame(reason: reason, peer: peer)
-        case let .frameTooLarge(length, limit): return .frameTooLarge(length: length, limit: limit, peer: peer)
-        case let .timedOut(silence): return .peerTimedOut(peer: peer, silence: .nanoseconds(silence.nanoseconds))
+        case .stopped, .duplicate, .peerSaidBye:
+            return nil
+        case let .failed(failure):
+            switch failure {
+            case let .handshake(reason): return .handshakeFailed(reason: reason, peer: peer)
+            case let .malformed(reason): return .malformedFrame(reason: reason, peer: peer)
+            case let .frameTooLarge(length, limit): return .frameTooLarge(length: length, limit: limit, peer: peer)
+            case let .timedOut(silence): return .peerTimedOut(peer: peer, silence: .nanoseconds(silence.nanoseconds))
+            case let .tooSlow(queued, limit, grace):
+                return .peerTooSlow(peer: peer, queuedBytes: queued, limit: limit, grace: .nanoseconds(grace.nanoseconds))
+            }
+        case let .peerFailed(reason):
+            return .remoteError(reason: reason, peer: peer)
+        case .connectionLost:
+            return .connectionClosed(peer: peer)
+        case let .transportError(description):
+            return .connectionFailed(peer: peer, reason: description)
         }
     }
 }

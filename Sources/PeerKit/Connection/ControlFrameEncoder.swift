@@ -5,7 +5,7 @@ extension ConnectionStateMachine.ControlFrame {
     var isHeartbeat: Bool {
         switch self {
         case .ping, .pong: return true
-        case .hello, .bye, .error: return false
+        case .hello, .bye, .error, .rename: return false
         }
     }
 
@@ -55,6 +55,11 @@ extension ConnectionStateMachine.ControlFrame {
             } else {
                 payload.writeStaticString("{}")
             }
+        case let .rename(name):
+            type = EnvelopeType.rename
+            payload.writeStaticString("{\"name\":")
+            EnvelopeEncoder.writeJSONString(name, into: &payload)
+            payload.writeStaticString("}")
         case let .error(reason, answered):
             type = EnvelopeType.error
             replyTo = answered

@@ -35,3 +35,9 @@ struct Bye: Codable, Sendable, Hashable {
 struct ErrorPayload: Codable, Sendable, Hashable {
     var reason: String
 }
+
+/// The payload of `peerkit.rename`: the sender's advertised name changed (a DNS-SD name
+/// collision renamed it), so peers already connected show the name they can find.
+struct Rename: Codable, Sendable, Hashable {
+    var name: String
+}

@@ -23,5 +23,6 @@ public struct Peer: Hashable, Identifiable, Sendable, CustomStringConvertible {
     public static func == (lhs: Peer, rhs: Peer) -> Bool { lhs.id == rhs.id }
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
-    public var description: String { "peer \"\(name)\" (\(id))" }
+    /// `peer "Kitchen" (5F0C…)`, with control characters in the name escaped (it comes from the network).
+    public var description: String { "peer \"\(LogSafe.text(name, maximumBytes: 80))\" (\(LogSafe.text(id, maximumBytes: 64)))" }
 }

@@ -3,10 +3,11 @@
 protocol PeerConnectionDelegate: AnyObject, Sendable {
     /// The handshake completed.
     func connectionEstablished(_ connection: PeerConnection, remote: Hello)
+    /// The peer's advertised name changed.
+    func connectionRenamed(_ connection: PeerConnection, remote: Hello)
     /// An application message or a reply arrived.
     func connection(_ connection: PeerConnection, received envelope: Envelope)
-    /// The peer reported a connection-level error.
-    func connection(_ connection: PeerConnection, reported error: PeerKitError)
-    /// The connection closed; `error` says why when it was not a graceful close.
-    func connectionClosed(_ connection: PeerConnection, error: PeerKitError?, byeReason: String?)
+    /// The connection ended, for `reason`; called exactly once, as soon as the connection's state
+    /// machine decided it (the socket may linger a moment so the peer can read a last frame).
+    func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason)
 }

@@ -1,25 +1,40 @@
 import NIOCore
 
-/// Drives a ``ConnectionStateMachine`` for one channel: feeds it frames and heartbeat ticks,
-/// performs the actions it returns, and reports to the ``PeerConnectionDelegate``.
+/// Drives a ``ConnectionStateMachine`` for one channel: feeds it frames, read bursts and
+/// heartbeat ticks, performs the actions it returns, and reports to the ``PeerConnectionDelegate``.
 ///
-/// Time comes from the channel's event loop (`eventLoop.now`), so tests on an
+/// It keeps no connection state of its own beyond I/O bookkeeping (the heartbeat timer and a
+/// read held back while reading is paused); when and why the connection ends is the state
+/// machine's. Time comes from the channel's event loop (`eventLoop.now`), so tests on an
 /// `EmbeddedEventLoop` drive heartbeats and timeouts by advancing its clock.
-final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// Outbound, it passes writes through and takes two requests as user outbound events
+/// (``PeerConnection/Request``): close, and resume reading. It withholds `read` while the
+/// connection's inbound backlog is over its limit, which is how a fast sender is slowed down.
+final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// Roughly what a queued message costs beyond its payload bytes (the envelope, its strings,
+    /// the queue entry), so that a flood of empty messages is bounded too.
+    static let perMessageOverhead = 256
 
     private var stateMachine: ConnectionStateMachine
     private let delegate: any PeerConnectionDelegate
     private let makeConnection: (any Channel) -> PeerConnection
+    private let frameLimit: FrameLengthLimit
     private var connection: PeerConnection?
     private var heartbeatTask: RepeatedTask?
-    private var closeError: PeerKitError?
-    private var byeReason: String?
-    /// Set once the delegate has been told the connection closed.
-    private var reportedClosed = false
+    /// A `read` that arrived while reading was paused, to be passed on when it resumes.
+    private var readHeldBack = false
 
-    init(configuration: ConnectionStateMachine.Configuration, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
+    /// - Parameters:
+    ///   - frameLimit: shared with the pipeline's frame decoder; raised to the configuration's
+    ///     `maximumFrameLength` when the handshake completes.
+    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
         self.stateMachine = ConnectionStateMachine(configuration: configuration)
+        self.frameLimit = frameLimit
         self.delegate = delegate
         self.makeConnection = makeConnection
     }
@@ -42,11 +57,21 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         heartbeatTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            let handler = loopBoundSelf.value
-            let context = loopBoundContext.value
-            handler.perform(handler.stateMachine.heartbeat(now: context.eventLoop.now), context: context)
+            loopBoundSelf.value.heartbeat(context: loopBoundContext.value)
         }
     }
+
+    private func heartbeat(context: ChannelHandlerContext) {
+        guard let connection else { return }
+        let action = stateMachine.heartbeat(
+            now: context.eventLoop.now,
+            queuedOutboundBytes: connection.queuedOutboundBytes,
+            readingPaused: connection.isReadingPaused
+        )
+        perform(action, context: context)
+    }
+
+    // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
@@ -60,18 +85,18 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         perform(action, context: context)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // The frame decoder passes this on after every read from the socket, whole frame or
+        // not: any bytes prove the peer alive, even in the middle of a large frame.
+        stateMachine.bytesArrived(now: context.eventLoop.now)
+        context.fireChannelReadComplete()
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if stateMachine.isClosed, connection?.isClosedLocally == true {
-            // Closing after a protocol error: what the peer still sends is dropped.
-            return
-        }
         if let wireError = error as? WireError {
             perform(stateMachine.frameRejected(wireError), context: context)
         } else {
-            if closeError == nil, !stateMachine.isClosed {
-                closeError = .malformedFrame(reason: "the connection failed (\(error))", peer: connection?.description ?? "the peer")
-            }
-            context.close(promise: nil)
+            perform(stateMachine.transportFailed(Self.describe(error)), context: context)
         }
     }
 
@@ -83,24 +108,38 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         heartbeatTask?.cancel()
         heartbeatTask = nil
-        if let connection {
-            connection.channelClosed()
-            if closeError == nil, byeReason == nil, !stateMachine.isClosed, !connection.isClosedLocally, stateMachine.remoteHello != nil {
-                closeError = .connectionClosed(peer: connection.description)
-            }
-            _ = stateMachine.closeRequested()
-            reportClosed(connection)
-        }
+        perform(stateMachine.channelClosed(), context: context)
         context.fireChannelInactive()
     }
 
-    /// Tells the delegate, once, that the connection is over: when the socket closes, or as soon
-    /// as a protocol error ends it (the socket lingers a moment so the peer can read why).
-    private func reportClosed(_ connection: PeerConnection) {
-        guard !reportedClosed else { return }
-        reportedClosed = true
-        delegate.connectionClosed(connection, error: closeError, byeReason: byeReason)
+    // MARK: Outbound
+
+    func read(context: ChannelHandlerContext) {
+        if connection?.isReadingPaused == true {
+            readHeldBack = true
+        } else {
+            context.read()
+        }
     }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard let request = event as? PeerConnection.Request else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        switch request {
+        case let .close(reason):
+            perform(stateMachine.closeRequested(reason), context: context)
+        case .resumeReading:
+            if readHeldBack, connection?.isReadingPaused == false {
+                readHeldBack = false
+                context.read()
+            }
+        }
+        promise?.succeed()
+    }
+
+    // MARK: Actions
 
     private func perform(_ action: ConnectionStateMachine.Action, context: ChannelHandlerContext) {
         guard let connection else { return }
@@ -110,28 +149,49 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         case let .send(frame):
             connection.send(frame.encode(allocator: context.channel.allocator), urgent: frame.isHeartbeat)
         case let .established(hello):
+            frameLimit.current = stateMachine.configuration.maximumFrameLength
             connection.setRemote(hello)
             delegate.connectionEstablished(connection, remote: hello)
+        case let .renamed(hello):
+            connection.setRemote(hello)
+            delegate.connectionRenamed(connection, remote: hello)
         case let .deliver(envelope):
-            delegate.connection(connection, received: envelope)
-        case let .fail(failure):
-            closeError = failure.error(peer: connection.description)
-            if case .timedOut = failure {
-                context.close(promise: nil)
-            } else {
-                let sentence = "Closing the connection: " + failure.reason + "."
-                let frame = ConnectionStateMachine.ControlFrame.error(reason: sentence, replyTo: nil)
-                connection.fail(with: frame.encode(allocator: context.channel.allocator))
-                reportClosed(connection)
+            if envelope.replyTo == nil {
+                // Counted until its handler ran; over the limit, reads are held back.
+                _ = connection.inboundAccepted(Self.cost(of: envelope))
             }
-        case let .close(byeReason):
-            self.byeReason = byeReason ?? ""
-            connection.close(after: nil)
-        case let .peerReportedError(reason):
-            // The peer closes next; its reason is why the connection ends.
-            let error = PeerKitError.remoteError(reason: reason, peer: connection.description)
-            if closeError == nil { closeError = error }
-            delegate.connection(connection, reported: error)
+            delegate.connection(connection, received: envelope)
+        case let .close(frame, mode, reason):
+            // A silent or non-reading peer would never take what is queued for it.
+            let discard: Bool
+            if case .failed(.timedOut) = reason { discard = true } else if case .failed(.tooSlow) = reason { discard = true } else { discard = false }
+            let timeout: TimeAmount = mode == .awaitPeer ? stateMachine.configuration.handshakeTimeout : .seconds(1)
+            connection.finish(
+                lastFrame: frame.map { $0.encode(allocator: context.channel.allocator) },
+                mode: mode,
+                discardQueue: discard,
+                timeout: timeout
+            )
+            report(reason, connection: connection)
+        case let .reportClosed(reason):
+            report(reason, connection: connection)
         }
+    }
+
+    private func report(_ reason: ConnectionStateMachine.CloseReason, connection: PeerConnection) {
+        connection.ended(error: reason.error(peer: connection.description))
+        delegate.connectionClosed(connection, reason: reason)
+    }
+
+    /// What a message counts against the inbound limit.
+    static func cost(of envelope: Envelope) -> Int {
+        envelope.payload.readableBytes + envelope.type.utf8.count + perMessageOverhead
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let ioError = error as? IOError {
+            return ioError.description
+        }
+        return String(describing: error)
     }
 }

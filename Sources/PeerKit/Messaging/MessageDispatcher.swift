@@ -2,12 +2,18 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Runs the handlers of one transceiver, one at a time, in the order messages arrived.
+/// Runs the handlers of one transceiver, one at a time, fairly across peers.
 ///
 /// Connections hand it messages on their event loops (``enqueue(_:from:on:)`` never blocks);
 /// replies to this transceiver's own requests are resolved at once, everything else is queued
-/// for ``run()``, which decodes payloads and calls handlers off the event loops. The queue is
-/// drained in batches: one wake-up of the handler task takes every message queued meanwhile.
+/// for ``run()``, which decodes payloads and calls handlers off the event loops.
+///
+/// Each connection has its own queue, and ``run()`` takes one message from each connection with
+/// messages in turn (round robin): a peer that floods us delays another peer's request by at most
+/// one of its own messages per turn, however many it has queued. Messages of one connection keep
+/// their order. Each message handled is credited back to its connection
+/// (``PeerConnection/inboundHandled(_:)``), which resumes reading from a connection that was
+/// paused for being too far ahead.
 final class MessageDispatcher: Sendable {
     private struct Inbound: Sendable {
         var envelope: Envelope
@@ -16,9 +22,37 @@ final class MessageDispatcher: Sendable {
     }
 
     private struct Queue {
-        var messages: [Inbound] = []
+        /// Each connection's messages, in arrival order.
+        var perConnection: [ObjectIdentifier: CircularBuffer<Inbound>] = [:]
+        /// Connections with queued messages, in the order they get their next turn.
+        var turns = CircularBuffer<ObjectIdentifier>()
         var waiting: CheckedContinuation<[Inbound], Never>?
         var finished = false
+
+        var isEmpty: Bool { turns.isEmpty }
+
+        mutating func append(_ message: Inbound) {
+            let id = ObjectIdentifier(message.connection)
+            if perConnection[id, default: []].isEmpty { turns.append(id) }
+            perConnection[id, default: []].append(message)
+        }
+
+        /// One round: the oldest message of each connection that has any.
+        mutating func takeRound() -> [Inbound] {
+            var round: [Inbound] = []
+            round.reserveCapacity(turns.count)
+            for _ in 0..<turns.count {
+                guard let id = turns.popFirst(), var messages = perConnection[id], let message = messages.popFirst() else { continue }
+                round.append(message)
+                if messages.isEmpty {
+                    perConnection[id] = nil
+                } else {
+                    perConnection[id] = messages
+                    turns.append(id)
+                }
+            }
+            return round
+        }
     }
 
     private let registry: MessageRegistry
@@ -38,19 +72,17 @@ final class MessageDispatcher: Sendable {
     func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection) {
         if envelope.replyTo != nil {
             if !pending.resolve(envelope, from: sender.id) {
-                logger.debug("Dropped a \(envelope.type) reply from \(sender) that no request is waiting for.")
+                logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
             }
             return
         }
         let message = Inbound(envelope: envelope, sender: sender, connection: connection)
         let wake = queue.withLockedValue { queue -> (CheckedContinuation<[Inbound], Never>, [Inbound])? in
             guard !queue.finished else { return nil }
-            guard let waiting = queue.waiting else {
-                queue.messages.append(message)
-                return nil
-            }
+            queue.append(message)
+            guard let waiting = queue.waiting else { return nil }
             queue.waiting = nil
-            return (waiting, [message])
+            return (waiting, queue.takeRound())
         }
         if let (waiting, batch) = wake { waiting.resume(returning: batch) }
     }
@@ -68,30 +100,25 @@ final class MessageDispatcher: Sendable {
     /// Handles queued messages until ``finish()``.
     func run() async {
         while true {
-            let batch = await nextBatch()
+            let batch = await nextRound()
             if batch.isEmpty { return }
             for message in batch {
                 await handle(message)
+                message.connection.inboundHandled(PeerConnectionHandler.cost(of: message.envelope))
             }
         }
     }
 
-    /// Every message queued so far, waiting for one when there is none; empty once finished.
-    private func nextBatch() async -> [Inbound] {
+    /// The next round of queued messages, waiting for one when there is none; empty once finished.
+    private func nextRound() async -> [Inbound] {
         let ready = queue.withLockedValue { queue -> [Inbound]? in
-            guard queue.messages.isEmpty else {
-                defer { queue.messages.removeAll(keepingCapacity: true) }
-                return queue.messages
-            }
+            guard queue.isEmpty else { return queue.takeRound() }
             return queue.finished ? [] : nil
         }
         if let ready { return ready }
         return await withCheckedContinuation { continuation in
             let ready = queue.withLockedValue { queue -> [Inbound]? in
-                if !queue.messages.isEmpty {
-                    defer { queue.messages.removeAll(keepingCapacity: true) }
-                    return queue.messages
-                }
+                if !queue.isEmpty { return queue.takeRound() }
                 if queue.finished { return [] }
                 queue.waiting = continuation
                 return nil
@@ -128,7 +155,7 @@ final class MessageDispatcher: Sendable {
             if let id = envelope.id {
                 replyWithError("\(error)", to: id, on: message.connection)
             } else {
-                logger.warning("The \(envelope.type) handler failed: \(error)")
+                logger.warning("The \(LogSafe.text(envelope.type, maximumBytes: 80)) handler failed: \(error)")
             }
         }
     }

@@ -40,18 +40,45 @@ public struct PeerConfiguration: Sendable {
     public var listenHost: String
     /// The port to listen on; 0 picks a free one.
     public var listenPort: Int
-    /// The longest frame accepted from a peer, in bytes. Defaults to 16 MiB.
+    /// The longest frame accepted from a peer once its handshake completed, in bytes. Defaults
+    /// to 16 MiB. A longer frame closes the connection before any of its body is buffered.
     public var maximumFrameLength: Int
+    /// The longest frame accepted before the handshake completed, in bytes. Defaults to 64 KiB:
+    /// plenty for a `peerkit.hello`, and it keeps a stranger from making us buffer large frames
+    /// on connections that never authenticate.
+    public var maximumHandshakeFrameLength: Int
+    /// How many bytes may wait to be sent to one peer. Defaults to 32 MiB. A peer that stays over
+    /// it for longer than ``slowPeerGracePeriod`` is disconnected as too slow, and a pending
+    /// ``PeerTransceiver/send(_:to:)`` to it throws ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``.
+    /// `send(_:to:)` itself waits while a peer's queue is over 1 MiB, so only `broadcast` and
+    /// replies can push a queue to this limit.
+    public var maximumQueuedOutboundBytes: Int
+    /// How long a peer may stay over ``maximumQueuedOutboundBytes`` before it is disconnected.
+    /// Defaults to 10 s: long enough to ride out a burst on a slow link.
+    public var slowPeerGracePeriod: Duration
+    /// How many bytes of one peer's messages may wait for their handlers. Defaults to 4 MiB.
+    /// Over it, PeerKit stops reading from that peer's connection (TCP flow control then slows
+    /// the sender) until the handlers have caught up; the peer is not disconnected for it.
+    public var maximumQueuedInboundBytes: Int
+    /// How many connections may be open at once, handshaking or established. Defaults to 512.
+    /// Further incoming connections are closed at once, with one log line per episode.
+    public var maximumConnections: Int
+    /// How many incoming connections may be in their handshake at once. Defaults to 64, so
+    /// strangers that connect and say nothing cannot crowd out real peers for longer than
+    /// ``handshakeTimeout``.
+    public var maximumPendingHandshakes: Int
     /// How long a connection may be idle before it is pinged. Defaults to 0.5 s.
     public var heartbeatInterval: Duration
-    /// How long a peer may stay silent (no frame, no pong) before it is disconnected. Defaults to 2.5 s.
+    /// How long a peer may stay silent before it is disconnected. Any bytes from it count, so a
+    /// peer in the middle of sending a large frame is never silent. Defaults to 2.5 s.
     public var peerTimeout: Duration
     /// How long a new connection may take to complete the handshake. Defaults to 5 s.
     public var handshakeTimeout: Duration
     /// How long a TCP connect may take. Defaults to 1 s, so that a peer whose link comes back is
     /// redialled quickly rather than behind a long SYN retry.
     public var connectTimeout: Duration
-    /// The back-off between attempts to reach a lost peer again.
+    /// The back-off between attempts to reach a peer that cannot be reached: 0.5 s, doubling
+    /// up to 30 s, with jitter. A new advertisement of the peer resets it.
     public var reconnectBackoff: Backoff
     /// Where PeerKit logs.
     public var logger: Logger
@@ -68,6 +95,12 @@ public struct PeerConfiguration: Sendable {
         self.listenHost = "0.0.0.0"
         self.listenPort = 0
         self.maximumFrameLength = 16 * 1024 * 1024
+        self.maximumHandshakeFrameLength = 64 * 1024
+        self.maximumQueuedOutboundBytes = 32 * 1024 * 1024
+        self.slowPeerGracePeriod = .seconds(10)
+        self.maximumQueuedInboundBytes = 4 * 1024 * 1024
+        self.maximumConnections = 512
+        self.maximumPendingHandshakes = 64
         self.heartbeatInterval = .milliseconds(500)
         self.peerTimeout = .milliseconds(2500)
         self.handshakeTimeout = .seconds(5)
@@ -83,9 +116,29 @@ public struct PeerConfiguration: Sendable {
         return name.isEmpty ? "PeerKit peer" : name
     }
 
-    /// Checks the service type and discovery info; throws the first problem found.
+    /// The longest peer name, in UTF-8 bytes: a DNS-SD instance name is one DNS label.
+    public static let maximumPeerNameLength = 63
+
+    /// Checks the service type, peer name, discovery info and limits; throws the first problem found.
     public func validate() throws(PeerKitError) {
         try ServiceType.validate(serviceType)
+        if peerName.isEmpty {
+            throw PeerKitError.invalidPeerName(peerName, reason: "it is empty")
+        }
+        if peerName.utf8.count > Self.maximumPeerNameLength {
+            throw PeerKitError.invalidPeerName(peerName, reason: "it is \(peerName.utf8.count) bytes long in UTF-8, and a DNS-SD instance name is at most \(Self.maximumPeerNameLength)")
+        }
+        let limits: [(String, Int)] = [
+            ("maximumFrameLength", maximumFrameLength), ("maximumHandshakeFrameLength", maximumHandshakeFrameLength),
+            ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
+            ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
+        ]
+        for (name, value) in limits where value <= 0 {
+            throw PeerKitError.invalidConfiguration(property: name, reason: "it is \(value), and it must be at least 1")
+        }
+        if maximumFrameLength > Int(UInt32.max) {
+            throw PeerKitError.invalidConfiguration(property: "maximumFrameLength", reason: "it is \(maximumFrameLength), over the \(UInt32.max) bytes a frame's length field can express")
+        }
         for (key, value) in discoveryInfo {
             try ServiceType.validateTXTPair(key: key, value: value)
         }
@@ -103,8 +156,10 @@ public struct Backoff: Sendable, Hashable {
     /// The fraction of each delay that is randomised, from 0 (none) to 1.
     public var jitter: Double
 
-    /// Creates a back-off policy. The defaults retry after about 0.1 s, then double up to 1 s.
-    public init(initial: Duration = .milliseconds(100), maximum: Duration = .seconds(1), multiplier: Double = 2, jitter: Double = 0.2) {
+    /// Creates a back-off policy. The defaults retry after about 0.5 s, then double up to 30 s,
+    /// each delay randomised by ±20 % so that peers that lost each other at the same moment do
+    /// not redial in lock-step.
+    public init(initial: Duration = .milliseconds(500), maximum: Duration = .seconds(30), multiplier: Double = 2, jitter: Double = 0.2) {
         self.initial = initial
         self.maximum = maximum
         self.multiplier = multiplier

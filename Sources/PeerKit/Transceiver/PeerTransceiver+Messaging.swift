@@ -67,8 +67,9 @@ extension PeerTransceiver {
     /// Nothing is sent unless every peer is connected. Returns once the payload is queued on
     /// every connection; when a connection's socket buffer is full it first waits for it to
     /// drain, so a loop of sends is paced by the slowest receiver.
-    /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``
-    ///   or ``PeerKitError/notRunning``.
+    /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``,
+    ///   ``PeerKitError/notRunning``, or why a connection ended while waiting for it to drain
+    ///   (``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)`` for a peer that does not read).
     public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
         let session = try runningSession()
         let connections = try peers.map { peer in
@@ -79,7 +80,7 @@ extension PeerTransceiver {
         }
         let frame = try MessageCodec.encode(payload).frame()
         for connection in connections {
-            await connection.waitUntilWritable()
+            try await connection.waitUntilWritable()
             connection.send(frame)
         }
     }

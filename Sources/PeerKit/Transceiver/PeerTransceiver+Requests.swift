@@ -26,9 +26,15 @@ extension PeerTransceiver {
         let message = try MessageCodec.encode(payload)
         let id = nextRequestID()
         let pending = pending
+        pending.register(id: id, peerID: peer.id)
+        defer { pending.remove(id: id) }
         let reply: Envelope = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                pending.add(id: id, peerID: peer.id, continuation: continuation)
+                if let failure = pending.attach(id: id, continuation: continuation) {
+                    // Cancelled (or disconnected) before the request was sent: send nothing.
+                    continuation.resume(throwing: failure)
+                    return
+                }
                 let timer = connection.channel.eventLoop.scheduleTask(in: timeout.timeAmount) {
                     pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
                 }

@@ -80,6 +80,38 @@ public final class PeerTransceiver: Sendable {
     ///   avahi-daemon) do not throw: they arrive as ``PeerEvent/error(_:)`` and make
     ///   ``waitForPeer(timeout:where:)`` throw.
     public func start() async throws {
+        guard let session = try beginStart() else { return }
+        try await finishStart(session)
+    }
+
+    /// Starts the transceiver in the background, like ``start()``.
+    ///
+    /// The transceiver counts as running as soon as this returns: a ``broadcast(_:)`` right after
+    /// it is not an error (it reaches the peers connected by then, which is none yet).
+    /// Problems are logged and published as ``PeerEvent/error(_:)``.
+    public func resume() {
+        let session: TransceiverSession?
+        do {
+            session = try beginStart()
+        } catch {
+            logger.error("\(error)")
+            hub.publish(.error(error))
+            return
+        }
+        guard let session else { return }
+        Task {
+            do {
+                try await self.finishStart(session)
+            } catch {
+                let error = error as? PeerKitError ?? .listenFailed(address: self.configuration.listenHost, reason: "\(error)")
+                self.logger.error("\(error)")
+                self.hub.publish(.error(error))
+            }
+        }
+    }
+
+    /// Validates the configuration and makes the session, synchronously; nil when already running.
+    private func beginStart() throws(PeerKitError) -> TransceiverSession? {
         try configuration.validate()
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             guard case .idle = lifecycle else { return nil }
@@ -87,14 +119,20 @@ public final class PeerTransceiver: Sendable {
             lifecycle = .starting(session)
             return session
         }
-        guard let session else { return }
-        hub.startCallbackTask()
+        if session != nil { hub.startCallbackTask() }
+        return session
+    }
+
+    /// Listens and starts discovery for a session made by ``beginStart()``.
+    private func finishStart(_ session: TransceiverSession) async throws {
         let port: Int?
         do {
             port = try await session.start()
         } catch {
             session.stop()
-            lifecycle.withLockedValue { $0 = .idle }
+            lifecycle.withLockedValue { lifecycle in
+                if case let .starting(current) = lifecycle, current === session { lifecycle = .idle }
+            }
             throw error
         }
         let stillWanted = lifecycle.withLockedValue { lifecycle -> Bool in
@@ -108,21 +146,6 @@ public final class PeerTransceiver: Sendable {
         }
         logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
         hub.publish(.started(port: port ?? 0))
-    }
-
-    /// Starts the transceiver in the background, like ``start()``.
-    ///
-    /// Problems are logged and published as ``PeerEvent/error(_:)``.
-    public func resume() {
-        Task {
-            do {
-                try await self.start()
-            } catch {
-                let error = error as? PeerKitError ?? .listenFailed(address: configuration.listenHost, reason: "\(error)")
-                logger.error("\(error)")
-                hub.publish(.error(error))
-            }
-        }
     }
 
     /// Says bye to every peer, closes every connection, and stops advertising and browsing.

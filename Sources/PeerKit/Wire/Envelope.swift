@@ -26,4 +26,5 @@ enum EnvelopeType {
     static let pong = "peerkit.pong"
     static let bye = "peerkit.bye"
     static let error = "peerkit.error"
+    static let rename = "peerkit.rename"
 }

@@ -11,7 +11,15 @@ struct ConnectionStateMachineTests {
     let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     func machine() -> Machine {
-        Machine(configuration: .init(localHello: local, heartbeatInterval: .milliseconds(500), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5)))
+        Machine(configuration: .init(
+            localHello: local, heartbeatInterval: .milliseconds(500), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5),
+            maximumQueuedOutboundBytes: 1000, slowPeerGracePeriod: .seconds(10)
+        ))
+    }
+
+    /// What a protocol failure looks like: `peerkit.error` with the reason, then a half-close.
+    func failed(_ failure: Machine.Failure) -> Machine.Action {
+        .close(sending: .error(reason: "Closing the connection: " + failure.reason + ".", replyTo: nil), mode: .halfClose, reason: .failed(failure))
     }
 
     func envelope(_ json: String) throws -> Envelope {
@@ -45,8 +53,8 @@ struct ConnectionStateMachineTests {
         var machine = machine()
         _ = machine.activated(now: start)
         let action = machine.frameReceived(try envelope(#"{"type":"AddItemCommand","payload":{}}"#), now: start)
-        #expect(action == .fail(.handshake("the first frame was a \"AddItemCommand\" message, not peerkit.hello")))
-        #expect(machine.isClosed)
+        #expect(action == failed(.handshake("the first frame was a \"AddItemCommand\" message, not peerkit.hello")))
+        #expect(machine.isEnding)
     }
 
     @Test("a hello of another service type, protocol, or our own peer ID is refused", arguments: [
@@ -60,7 +68,7 @@ struct ConnectionStateMachineTests {
         var machine = machine()
         _ = machine.activated(now: start)
         let action = machine.frameReceived(try envelope(#"{"type":"peerkit.hello","payload":"# + payload + "}"), now: start)
-        #expect(action == .fail(.handshake(reason)))
+        #expect(action == failed(.handshake(reason)))
     }
 
     @Test("a hello with extra keys (e.g. a later authentication field) is accepted")
@@ -74,7 +82,7 @@ struct ConnectionStateMachineTests {
     @Test("a second hello after the handshake is a protocol violation")
     func helloFlood() throws {
         var machine = try established()
-        #expect(machine.frameReceived(try helloEnvelope(remote), now: start) == .fail(.handshake("a second peerkit.hello arrived after the handshake")))
+        #expect(machine.frameReceived(try helloEnvelope(remote), now: start) == failed(.handshake("a second peerkit.hello arrived after the handshake")))
         // Terminal: nothing more happens.
         #expect(machine.frameReceived(try envelope(#"{"type":"X","payload":{}}"#), now: start) == .none)
         #expect(machine.heartbeat(now: start + .seconds(60)) == .none)
@@ -99,8 +107,8 @@ struct ConnectionStateMachineTests {
         // The ping is outstanding: no second ping.
         #expect(machine.heartbeat(now: start + .milliseconds(1000)) == .none)
         #expect(machine.heartbeat(now: start + .milliseconds(2499)) == .none)
-        #expect(machine.heartbeat(now: start + .milliseconds(2500)) == .fail(.timedOut(silence: .milliseconds(2500))))
-        #expect(machine.isClosed)
+        #expect(machine.heartbeat(now: start + .milliseconds(2500)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
+        #expect(machine.isEnding)
     }
 
     @Test("a pong or any frame resets the silence")
@@ -111,7 +119,7 @@ struct ConnectionStateMachineTests {
         #expect(machine.heartbeat(now: start + .milliseconds(1000)) == .none)
         #expect(machine.heartbeat(now: start + .milliseconds(1100)) == .send(.ping(id: "ping-2")))
         #expect(machine.heartbeat(now: start + .milliseconds(3099)) == .none)
-        #expect(machine.heartbeat(now: start + .milliseconds(3100)) == .fail(.timedOut(silence: .milliseconds(2500))))
+        #expect(machine.heartbeat(now: start + .milliseconds(3100)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
     }
 
     @Test("no hello within the handshake timeout fails the connection")
@@ -119,32 +127,158 @@ struct ConnectionStateMachineTests {
         var machine = machine()
         _ = machine.activated(now: start)
         #expect(machine.heartbeat(now: start + .seconds(4)) == .none)
-        #expect(machine.heartbeat(now: start + .seconds(5)) == .fail(.handshake("no peerkit.hello arrived within 5.0 s")))
+        #expect(machine.heartbeat(now: start + .seconds(5)) == failed(.handshake("no peerkit.hello arrived within 5.0 s")))
     }
 
     @Test("bye closes gracefully and carries its optional reason")
     func bye() throws {
         var machine = try established()
-        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.bye","payload":{"reason":"duplicate connection"}}"#), now: start) == .close(byeReason: "duplicate connection"))
+        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.bye","payload":{"reason":"duplicate connection"}}"#), now: start)
+            == .close(sending: nil, mode: .close, reason: .peerSaidBye(reason: "duplicate connection")))
         var other = try established()
-        #expect(other.frameReceived(try envelope(#"{"type":"peerkit.bye","payload":{}}"#), now: start) == .close(byeReason: nil))
+        #expect(other.frameReceived(try envelope(#"{"type":"peerkit.bye","payload":{}}"#), now: start) == .close(sending: nil, mode: .close, reason: .peerSaidBye(reason: nil)))
+        // The reason is reported once: the socket closing afterwards reports nothing more.
+        #expect(other.channelClosed() == .none)
     }
 
     @Test("closing says bye only after the handshake")
     func closing() throws {
         var fresh = machine()
         _ = fresh.activated(now: start)
-        #expect(fresh.closeRequested() == .none)
+        #expect(fresh.closeRequested(.stopped) == .close(sending: nil, mode: .close, reason: .stopped))
         var machine = try established()
-        #expect(machine.closeRequested() == .send(.bye(reason: nil)))
+        #expect(machine.closeRequested(.stopped) == .close(sending: .bye(reason: nil), mode: .close, reason: .stopped))
+        #expect(machine.closeRequested(.stopped) == .none)
     }
 
     @Test("an oversized or malformed frame fails the connection")
     func rejectedFrames() throws {
         var machine = try established()
-        #expect(machine.frameRejected(.frameTooLarge(length: 99, limit: 10)) == .fail(.frameTooLarge(length: 99, limit: 10)))
+        #expect(machine.frameRejected(.frameTooLarge(length: 99, limit: 10)) == failed(.frameTooLarge(length: 99, limit: 10)))
         var other = try established()
-        #expect(other.frameRejected(.malformedEnvelope("the envelope has no \"type\"")) == .fail(.malformed("the envelope has no \"type\"")))
+        #expect(other.frameRejected(.malformedEnvelope("the envelope has no \"type\"")) == failed(.malformed("the envelope has no \"type\"")))
+    }
+
+    // MARK: Lifecycle and limits
+
+    @Test("any bytes from the peer prove it alive, even in the middle of a large frame")
+    func bytesProveLife() throws {
+        var machine = try established()
+        // A frame that takes 10 s to arrive: bytes keep coming every 400 ms.
+        for step in 1...25 {
+            machine.bytesArrived(now: start + .milliseconds(400 * Int64(step)))
+            #expect(machine.heartbeat(now: start + .milliseconds(400 * Int64(step) + 100)) == .none)
+        }
+        #expect(machine.isOpen)
+    }
+
+    @Test("while this side has paused reading, the peer is never timed out and is pinged every interval")
+    func pausedReading() throws {
+        var machine = try established()
+        #expect(machine.heartbeat(now: start + .seconds(1), readingPaused: true) == .send(.ping(id: "ping-1")))
+        #expect(machine.heartbeat(now: start + .seconds(2), readingPaused: true) == .send(.ping(id: "ping-2")))
+        #expect(machine.heartbeat(now: start + .seconds(30), readingPaused: true) == .send(.ping(id: "ping-3")))
+        #expect(machine.isOpen)
+        // Reading resumed and nothing arrives: the normal timeout applies from the last paused tick.
+        #expect(machine.heartbeat(now: start + .seconds(32), readingPaused: false) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(32_500), readingPaused: false) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
+    }
+
+    @Test("a peer whose outbox stays over the limit past the grace period is disconnected as too slow")
+    func slowPeer() throws {
+        var machine = try established()
+        // Over the 1000-byte limit, but it answers pings: within the grace period nothing happens.
+        #expect(machine.heartbeat(now: start + .seconds(1), queuedOutboundBytes: 5000) == .send(.ping(id: "ping-1")))
+        machine.bytesArrived(now: start + .seconds(5))
+        #expect(machine.heartbeat(now: start + .seconds(5), queuedOutboundBytes: 5000) == .none)
+        // Back under the limit: the grace period starts again.
+        _ = machine.heartbeat(now: start + .seconds(6), queuedOutboundBytes: 10)
+        machine.bytesArrived(now: start + .seconds(15))
+        #expect(machine.heartbeat(now: start + .seconds(15), queuedOutboundBytes: 5000) == .none)
+        machine.bytesArrived(now: start + .seconds(24))
+        #expect(machine.heartbeat(now: start + .seconds(24), queuedOutboundBytes: 5000) == .none)
+        machine.bytesArrived(now: start + .seconds(25))
+        #expect(machine.heartbeat(now: start + .seconds(25), queuedOutboundBytes: 5000)
+            == .close(sending: nil, mode: .close, reason: .failed(.tooSlow(queuedBytes: 5000, limit: 1000, grace: .seconds(10)))))
+        #expect(Machine.CloseReason.failed(.tooSlow(queuedBytes: 5000, limit: 1000, grace: .seconds(10))).error(peer: "p")
+            == .peerTooSlow(peer: "p", queuedBytes: 5000, limit: 1000, grace: .seconds(10)))
+    }
+
+    @Test("a duplicate connection says bye with its reason and keeps delivering what the peer sent before reading it")
+    func retiredDuplicate() throws {
+        var machine = try established()
+        #expect(machine.closeRequested(.duplicate) == .close(sending: .bye(reason: "duplicate connection"), mode: .awaitPeer, reason: .duplicate))
+        let late = try envelope(#"{"type":"Note","payload":{}}"#)
+        #expect(machine.frameReceived(late, now: start) == .deliver(late))
+        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.ping","id":"p","payload":{}}"#), now: start) == .none)
+        #expect(machine.channelClosed() == .none)
+    }
+
+    @Test("every way a connection ends is reported exactly once")
+    func reportedOnce() throws {
+        var lost = try established()
+        #expect(lost.channelClosed() == .reportClosed(.connectionLost))
+        #expect(lost.channelClosed() == .none)
+        #expect(lost.closeRequested(.stopped) == .none)
+        var reset = try established()
+        #expect(reset.transportFailed("connection reset by peer") == .close(sending: nil, mode: .close, reason: .transportError("connection reset by peer")))
+        #expect(reset.channelClosed() == .none)
+        #expect(reset.heartbeat(now: start + .seconds(60)) == .none)
+        var refused = machine()
+        _ = refused.activated(now: start)
+        let action = refused.frameReceived(try envelope(#"{"type":"peerkit.error","payload":{"reason":"Closing the connection: the peer's service type is \"a\", not \"b\"."}}"#), now: start)
+        #expect(action == .close(sending: nil, mode: .close, reason: .failed(.handshake("the peer refused the connection: Closing the connection: the peer's service type is \"a\", not \"b\"."))))
+        #expect(refused.channelClosed() == .none)
+    }
+
+    @Test("a peer's error frame ends the connection with its reason, control characters escaped")
+    func peerError() throws {
+        var machine = try established()
+        let action = machine.frameReceived(try envelope(#"{"type":"peerkit.error","payload":{"reason":"bad\nFAKE LOG LINE"}}"#), now: start)
+        #expect(action == .close(sending: nil, mode: .close, reason: .peerFailed(reason: "bad\\nFAKE LOG LINE")))
+    }
+
+    @Test("a hello with a name over 63 bytes, a long peer ID or oversized discovery info is refused", arguments: [
+        (#"{"protocol":1,"peerID":"B","name":"\#(String(repeating: "n", count: 64))","serviceType":"chat"}"#, "the peer's name is 64 bytes long, over the 63 bytes of a DNS-SD instance name"),
+        (#"{"protocol":1,"peerID":"B","name":"","serviceType":"chat"}"#, "the peer's name is empty"),
+        (#"{"protocol":1,"peerID":"\#(String(repeating: "i", count: 65))","name":"b","serviceType":"chat"}"#, "the peer's peerID is 65 bytes long, over the limit of 64"),
+        (#"{"protocol":1,"peerID":"B","name":"b","serviceType":"chat","discoveryInfo":{"k":"\#(String(repeating: "v", count: 300))"}}"#, "the peer's discoveryInfo entry \"k\" is longer than the 255 bytes of a TXT string"),
+    ])
+    func untrustedHello(payload: String, reason: String) throws {
+        var machine = machine()
+        _ = machine.activated(now: start)
+        let action = machine.frameReceived(try envelope(#"{"type":"peerkit.hello","payload":"# + payload + "}"), now: start)
+        #expect(action == failed(.handshake(reason)))
+    }
+
+    @Test("a rename updates the peer's name; an oversized one is refused")
+    func rename() throws {
+        var machine = try established()
+        var renamed = remote
+        renamed.name = "beta #2"
+        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.rename","payload":{"name":"beta #2"}}"#), now: start) == .renamed(renamed))
+        #expect(machine.remoteHello?.name == "beta #2")
+        let long = String(repeating: "x", count: 64)
+        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.rename","payload":{"name":"\#(long)"}}"#), now: start)
+            == failed(.handshake("the peer's new name is 64 bytes long, over the 63 bytes of a DNS-SD instance name")))
+    }
+}
+
+@Suite("Log-safe text")
+struct LogSafeTests {
+    @Test("control characters are escaped so a peer cannot start a fake log line")
+    func escapes() {
+        #expect(LogSafe.text("vm\n2026-11-22 error: fake") == "vm\\n2026-11-22 error: fake")
+        #expect(LogSafe.text("a\u{1B}[31mred") == "a\\u{1B}[31mred")
+        #expect(LogSafe.text("tab\there") == "tab\\there")
+        #expect(LogSafe.text("Küche 🍳") == "Küche 🍳")
+    }
+
+    @Test("long text is cut at a character boundary and marked")
+    func cuts() {
+        let cut = LogSafe.text(String(repeating: "é", count: 4 * 1024 * 1024), maximumBytes: 256)
+        #expect(cut.utf8.count <= 256 + 3)
+        #expect(cut.hasSuffix("…"))
     }
 }
 
@@ -184,5 +318,24 @@ struct BackoffTests {
         #expect(backoff.delay(attempt: 10, random: 0) == .milliseconds(800))
         #expect(backoff.delay(attempt: 10, random: 0.999999) <= .milliseconds(1200))
         #expect(backoff.delay(attempt: 10_000, random: 0.5) == .seconds(1))
+    }
+}
+
+extension BackoffTests {
+    @Test("the default redial back-off starts at 0.5 s and is capped at 30 s")
+    func defaults() {
+        let backoff = PeerConfiguration(serviceType: "chat").reconnectBackoff
+        #expect(backoff.delay(attempt: 0, random: 0.5) == .milliseconds(500))
+        #expect(backoff.delay(attempt: 5, random: 0.5) == .seconds(16))
+        #expect(backoff.delay(attempt: 6, random: 0.5) == .seconds(30))
+        #expect(backoff.delay(attempt: 100, random: 0.999) <= .seconds(36))
+        // Ten seconds of a refusing peer: at most 5 attempts (0.5 + 1 + 2 + 4 s, jittered).
+        var elapsed = Duration.zero
+        var attempts = 0
+        while elapsed < .seconds(10) {
+            elapsed += backoff.delay(attempt: attempts, random: 0)
+            attempts += 1
+        }
+        #expect(attempts <= 5)
     }
 }

@@ -8,9 +8,9 @@ import Testing
 final class RecordingDelegate: PeerConnectionDelegate {
     enum Call: Equatable {
         case established(Hello)
+        case renamed(String)
         case received(String)
-        case reported(PeerKitError)
-        case closed(PeerKitError?, bye: String?)
+        case closed(ConnectionStateMachine.CloseReason)
     }
 
     private let calls = NIOLockedValueBox<[Call]>([])
@@ -18,9 +18,9 @@ final class RecordingDelegate: PeerConnectionDelegate {
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.established(remote)) } }
     func connection(_ connection: PeerConnection, received envelope: Envelope) { calls.withLockedValue { $0.append(.received(envelope.type)) } }
-    func connection(_ connection: PeerConnection, reported error: PeerKitError) { calls.withLockedValue { $0.append(.reported(error)) } }
-    func connectionClosed(_ connection: PeerConnection, error: PeerKitError?, byeReason: String?) {
-        calls.withLockedValue { $0.append(.closed(error, bye: byeReason)) }
+    func connectionRenamed(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.renamed(remote.name)) } }
+    func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
+        calls.withLockedValue { $0.append(.closed(reason)) }
     }
 }
 
@@ -30,15 +30,19 @@ struct PeerConnectionHandlerTests {
     let local = Hello(peerID: "A", name: "alpha", serviceType: "chat", discoveryInfo: nil)
     let remote = Hello(peerID: "B", name: "beta", serviceType: "chat", discoveryInfo: nil)
 
-    func makeChannel(delegate: RecordingDelegate, limit: Int = 1024) throws -> EmbeddedChannel {
+    func makeChannel(delegate: RecordingDelegate, limit: Int = 1024, handshakeLimit: Int = 1024, inboundLimit: Int = 4 << 20, connection: NIOLockedValueBox<PeerConnection?>? = nil) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         let configuration = ConnectionStateMachine.Configuration(
-            localHello: local, heartbeatInterval: .milliseconds(500), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5)
+            localHello: local, heartbeatInterval: .milliseconds(500), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5),
+            maximumFrameLength: limit
         )
-        let handler = PeerConnectionHandler(configuration: configuration, delegate: delegate) { channel in
-            PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
+        let frameLimit = FrameLengthLimit(handshakeLimit)
+        let handler = PeerConnectionHandler(configuration: configuration, frameLimit: frameLimit, delegate: delegate) { channel in
+            let made = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, maximumQueuedInboundBytes: inboundLimit)
+            connection?.withLockedValue { $0 = made }
+            return made
         }
-        try PeerPipeline.configure(channel, maximumFrameLength: limit, handler: handler)
+        try PeerPipeline.configure(channel, limit: frameLimit, handler: handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 4000)).wait()
         channel.embeddedEventLoop.run()
         return channel
@@ -81,7 +85,7 @@ struct PeerConnectionHandlerTests {
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
         #expect(!channel.isActive)
-        #expect(delegate.recorded.last == .closed(.peerTimedOut(peer: "\"beta\" at 127.0.0.1:4000", silence: .milliseconds(2500)), bye: nil))
+        #expect(delegate.recorded.last == .closed(.failed(.timedOut(silence: .milliseconds(2500)))))
     }
 
     @Test("a peer that answers pings stays connected")
@@ -111,7 +115,7 @@ struct PeerConnectionHandlerTests {
         channel.embeddedEventLoop.run()
         #expect(try written(channel) == [#"{"type":"peerkit.error","payload":{"reason":"Closing the connection: a frame of 4294967295 bytes exceeds the 256-byte limit."}}"#])
         #expect(!channel.isActive)
-        #expect(delegate.recorded.last == .closed(.frameTooLarge(length: 4_294_967_295, limit: 256, peer: "\"beta\" at 127.0.0.1:4000"), bye: nil))
+        #expect(delegate.recorded.last == .closed(.failed(.frameTooLarge(length: 4_294_967_295, limit: 256))))
     }
 
     @Test("garbage before the hello gets peerkit.error and a close, and no peer is reported")
@@ -124,5 +128,80 @@ struct PeerConnectionHandlerTests {
         #expect(try written(channel).first == #"{"type":"peerkit.error","payload":{"reason":"Closing the connection: the envelope is not a JSON object."}}"#)
         #expect(!channel.isActive)
         #expect(!delegate.recorded.contains { if case .established = $0 { return true } else { return false } })
+    }
+
+    @Test("before the handshake only small frames are accepted; after it, the full limit")
+    func handshakeFrameLimit() throws {
+        let delegate = RecordingDelegate()
+        let stranger = try makeChannel(delegate: delegate, limit: 1 << 20, handshakeLimit: 64)
+        _ = try written(stranger)
+        var big = ByteBuffer()
+        big.writeInteger(UInt32(256 << 20))
+        _ = try? stranger.writeInbound(big)
+        stranger.embeddedEventLoop.run()
+        #expect(try written(stranger) == [#"{"type":"peerkit.error","payload":{"reason":"Closing the connection: a frame of 268435456 bytes exceeds the 64-byte limit."}}"#])
+        #expect(delegate.recorded == [.closed(.failed(.frameTooLarge(length: 268_435_456, limit: 64)))])
+
+        let peerDelegate = RecordingDelegate()
+        let peer = try makeChannel(delegate: peerDelegate, limit: 1 << 20, handshakeLimit: 512)
+        try peer.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        let text = String(repeating: "x", count: 4000)
+        try peer.writeInbound(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"\#(text)"}}"#))
+        #expect(peerDelegate.recorded == [.established(remote), .received("Note")])
+        _ = try? peer.finish()
+    }
+
+    @Test("reading pauses while a peer's messages wait for their handlers, and resumes once they are handled")
+    func backpressure() throws {
+        let delegate = RecordingDelegate()
+        let box = NIOLockedValueBox<PeerConnection?>(nil)
+        let channel = try makeChannel(delegate: delegate, inboundLimit: 1000, connection: box)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        let connection = try #require(box.withLockedValue { $0 })
+        let note = ByteBuffer.frame(#"{"type":"Note","payload":{"text":"hello"}}"#)
+        var costs: [Int] = []
+        for _ in 0..<4 {
+            try channel.writeInbound(note)
+            costs.append(PeerConnectionHandler.perMessageOverhead + 4 + 16)
+        }
+        // Four messages of about 276 bytes: over the 1000-byte limit, so reads are held back.
+        #expect(connection.isReadingPaused)
+        let counter = ReadCounter()
+        try channel.pipeline.syncOperations.addHandler(counter, position: .first)
+        channel.read()
+        #expect(counter.reads == 0)
+        // Handled down to half the limit: reading resumes, and the held-back read goes out.
+        for cost in costs.prefix(3) { connection.inboundHandled(cost) }
+        channel.embeddedEventLoop.run()
+        #expect(!connection.isReadingPaused)
+        #expect(counter.reads == 1)
+        // A paused connection is not timed out: the peer is pinged every interval instead.
+        _ = try written(channel)
+        _ = connection.inboundAccepted(10_000)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        #expect(channel.isActive)
+        #expect(try written(channel).count == 20)
+        _ = try? channel.finish()
+    }
+
+    @Test("a rename from the peer is reported with the new name")
+    func rename() throws {
+        let delegate = RecordingDelegate()
+        let channel = try makeChannel(delegate: delegate)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.rename(name: "beta #2").encode())
+        #expect(delegate.recorded == [.established(remote), .renamed("beta #2")])
+        _ = try? channel.finish()
+    }
+}
+
+/// Counts `read` calls that pass it on their way to the head of the pipeline.
+final class ReadCounter: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    private(set) var reads = 0
+
+    func read(context: ChannelHandlerContext) {
+        reads += 1
+        context.read()
     }
 }
