@@ -227,3 +227,84 @@ struct TransceiverMessagingTests {
         #expect(reason.hasSuffix(" bytes exceeds the 1024-byte limit."))
     }
 }
+
+@Suite("Transceiver edges")
+struct TransceiverEdgeTests {
+    @Test("a request made from an already cancelled task throws CancellationError at once, not after its timeout")
+    func cancelledRequest() async throws {
+        let (hub, spokes) = try await connectedStar(spokes: 1)
+        defer { hub.stop(); spokes.forEach { $0.stop() } }
+        hub.respond(to: Question.self) { question, sender in Answer(text: question.text, from: "hub") }
+        let peer = try #require(spokes[0].connectedPeers.first)
+        let spoke = spokes[0]
+        let started = ContinuousClock.now
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await spoke.request(Question(text: "?"), to: peer, expecting: Answer.self, timeout: .seconds(30))
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test("a broadcast right after resume() is not an error (the README snippet)")
+    func broadcastAfterResume() async throws {
+        let transceiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "snippet"))
+        let events = transceiver.events()
+        transceiver.resume()
+        transceiver.broadcast(Note(text: "hello"))
+        let first = try await nextEvent(events, "the transceiver to start or fail") { event in
+            switch event {
+            case .started, .error: return true
+            default: return false
+            }
+        }
+        #expect(first == .started(port: transceiver.listeningPort ?? -1))
+        transceiver.stop()
+    }
+
+    @Test("a local peer name over 63 bytes fails with a sentence giving the limit")
+    func longPeerName() async {
+        var configuration = loopbackConfiguration(serviceType: randomServiceType(), name: String(repeating: "n", count: 64))
+        configuration.discovery = .none
+        let transceiver = PeerTransceiver(configuration: configuration)
+        do {
+            try await transceiver.start()
+            Issue.record("start() should have thrown")
+        } catch {
+            let description = String(describing: error)
+            #expect(description.contains("it is 64 bytes long in UTF-8, and a DNS-SD instance name is at most 63"))
+        }
+    }
+
+    @Test("a peer renamed after connecting is shown under its new name by peers already connected")
+    func renamePropagates() async throws {
+        let (hub, spokes) = try await connectedStar(spokes: 1)
+        defer { hub.stop(); spokes.forEach { $0.stop() } }
+        let events = spokes[0].events()
+        // As Avahi reports after a name collision renamed the hub.
+        try #require(hub.session).manager.handle(.advertised(name: "hub #2"))
+        _ = try await nextEvent(events, "the spoke to see the new name") { event in
+            if case let .availablePeersChanged(peers) = event { return peers.map(\.name) == ["hub #2"] }
+            return false
+        }
+        #expect(spokes[0].connectedPeers.map(\.name) == ["hub #2"])
+    }
+
+    @Test("a port that is taken gives a sentence naming the address and the errno")
+    func listenFailure() async throws {
+        let first = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "first"))
+        try await first.start()
+        defer { first.stop() }
+        var configuration = loopbackConfiguration(serviceType: randomServiceType(), name: "second")
+        configuration.listenPort = try #require(first.listeningPort)
+        let second = PeerTransceiver(configuration: configuration)
+        do {
+            try await second.start()
+            Issue.record("start() should have thrown")
+        } catch {
+            let text = String(describing: error)
+            #expect(text.contains("127.0.0.1:\(configuration.listenPort)"))
+            #expect(text.contains("errno 98"))
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import Testing
+@testable import PeerKit
+
+@Suite("Message dispatcher (no sockets)")
+struct MessageDispatcherTests {
+    func connection() -> PeerConnection {
+        PeerConnection(channel: EmbeddedChannel(), direction: .inbound, serviceKey: nil, maximumQueuedInboundBytes: 10_000)
+    }
+
+    func envelope(_ type: String, _ n: Int) -> Envelope {
+        Envelope(type: type, id: nil, replyTo: nil, payload: ByteBuffer(string: #"{"n":\#(n)}"#))
+    }
+
+    @Test("one peer's burst delays another peer's message by at most one of its own per turn")
+    func fairness() async {
+        let registry = MessageRegistry()
+        let handled = NIOLockedValueBox<[String]>([])
+        for type in ["Flood", "Request"] {
+            registry.register(type, .init { payload, sender in
+                handled.withLockedValue { $0.append("\(sender.name):\(String(buffer: payload))") }
+                return nil
+            })
+        }
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), logger: Logger(label: "test")) { _ in }
+        let flooder = connection(), asker = connection()
+        let a = Peer(id: "A", name: "a", isConnected: true), b = Peer(id: "B", name: "b", isConnected: true)
+        for n in 0..<1000 { dispatcher.enqueue(envelope("Flood", n), from: a, on: flooder) }
+        dispatcher.enqueue(envelope("Request", 0), from: b, on: asker)
+        dispatcher.enqueue(envelope("Request", 1), from: b, on: asker)
+        dispatcher.finish()
+        await dispatcher.run()
+        let order = handled.withLockedValue { $0 }
+        #expect(order.count == 1002)
+        #expect(Array(order.prefix(4)) == [#"a:{"n":0}"#, #"b:{"n":0}"#, #"a:{"n":1}"#, #"b:{"n":1}"#])
+        // Each peer's own messages keep their order.
+        let flood = order.filter { $0.hasPrefix("a:") }
+        #expect(flood == (0..<1000).map { #"a:{"n":\#($0)}"# })
+    }
+
+    @Test("each handled message is credited back to its connection, which resumes reading")
+    func credit() async {
+        let registry = MessageRegistry()
+        registry.register("Flood", .init { _, _ in nil })
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), logger: Logger(label: "test")) { _ in }
+        let flooder = connection()
+        let a = Peer(id: "A", name: "a", isConnected: true)
+        for n in 0..<100 {
+            let message = envelope("Flood", n)
+            _ = flooder.inboundAccepted(PeerConnectionHandler.cost(of: message))
+            dispatcher.enqueue(message, from: a, on: flooder)
+        }
+        #expect(flooder.isReadingPaused)
+        dispatcher.finish()
+        await dispatcher.run()
+        #expect(!flooder.isReadingPaused)
+    }
+}
+
+@Suite("Pending requests (no sockets)")
+struct PendingRequestsTests {
+    @Test("a request cancelled before its continuation is attached ends at once, not at its timeout")
+    func cancelledBeforeAttach() async {
+        let pending = PendingRequests()
+        pending.register(id: "1", peerID: "B")
+        // The cancellation handler runs first, as it can when the task is already cancelled.
+        pending.fail(id: "1", with: CancellationError())
+        let outcome: Result<Envelope, any Error> = await withCheckedContinuation { done in
+            Task {
+                do {
+                    let reply = try await withCheckedThrowingContinuation { continuation in
+                        if let failure = pending.attach(id: "1", continuation: continuation) {
+                            continuation.resume(throwing: failure)
+                        }
+                    }
+                    done.resume(returning: .success(reply))
+                } catch {
+                    done.resume(returning: .failure(error))
+                }
+            }
+        }
+        #expect(throws: CancellationError.self) { try outcome.get() }
+    }
+
+    @Test("a reply is accepted only from the peer the request went to, and only once")
+    func replyFromRightPeer() async throws {
+        let pending = PendingRequests()
+        pending.register(id: "7", peerID: "B")
+        let reply = Envelope(type: "Answer", id: nil, replyTo: "7", payload: ByteBuffer(string: "{}"))
+        let result: Envelope = try await withCheckedThrowingContinuation { continuation in
+            #expect(pending.attach(id: "7", continuation: continuation) == nil)
+            #expect(!pending.resolve(reply, from: "C"))
+            #expect(pending.resolve(reply, from: "B"))
+            #expect(!pending.resolve(reply, from: "B"))
+        }
+        #expect(result == reply)
+    }
+
+    @Test("a disconnection before the continuation is attached fails the request with its reason")
+    func disconnectedBeforeAttach() async {
+        let pending = PendingRequests()
+        pending.register(id: "3", peerID: "B")
+        pending.failAll(peerID: "B", with: PeerKitError.connectionClosed(peer: "b"))
+        do {
+            _ = try await withCheckedThrowingContinuation { continuation in
+                if let failure = pending.attach(id: "3", continuation: continuation) { continuation.resume(throwing: failure) }
+            }
+            Issue.record("the request should have failed")
+        } catch {
+            #expect(error as? PeerKitError == .connectionClosed(peer: "b"))
+        }
+    }
+}
