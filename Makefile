@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all build test demo bench test-lan setup avahi clean
+.PHONY: all build test demo bench stress test-lan setup avahi clean
 
 all: build
 
@@ -29,6 +29,10 @@ demo: avahi
 test-lan: setup
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	@scripts/lan-test "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
+
+## make stress: 64 peerkit-node processes in a full mesh, one broadcasting 1,000 messages, in debug and release builds.
+stress: setup
+	@scripts/stress
 
 ## make bench: release-build benchmarks with baselines measured in the same run.
 bench: avahi

@@ -1,0 +1,200 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+@testable import PeerKit
+
+/// What the adversarial peers send as an application message.
+struct AdversarialBlob: Codable, Sendable, Equatable {
+    var text: String
+}
+
+/// A real ``PeerTransceiver`` attacked from raw sockets on 127.0.0.1: peers that never read,
+/// frames before the hello, frames that trickle in slower than the peer timeout, and endpoints
+/// that are not PeerKit peers at all.
+@Suite("A transceiver under attack from raw sockets")
+struct TransceiverAdversarialTests {
+    @Test("a frame over 64 KiB before the hello closes the connection at its length field; after the hello the full limit applies")
+    func handshakeFrameLimit() async throws {
+        let serviceType = randomServiceType()
+        let transceiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "target"))
+        try await transceiver.start()
+        defer { transceiver.stop() }
+        let inbox = Inbox<Int>()
+        transceiver.receive(AdversarialBlob.self) { blob, _ in inbox.put(blob.text.utf8.count) }
+
+        // Before the hello: only the length field of a 1 MiB frame, which is under the 16 MiB
+        // frame limit but over the 64 KiB handshake limit. The connection must close without
+        // waiting for the body.
+        let stranger = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        var header = ByteBuffer()
+        header.writeInteger(UInt32(1024 * 1024))
+        try await stranger.write(header)
+        // The handshake timeout (5 s) would close it too: it must close well before.
+        let sentHeader = ContinuousClock.now
+        var refusal: [String] = []
+        while let frame = await stranger.nextFrame(skipping: [#"{"type":"peerkit.hello""#, #"{"type":"peerkit.ping""#]) { refusal.append(frame) }
+        let closedAfter = ContinuousClock.now - sentHeader
+        #expect(closedAfter < .seconds(3), "a 1 MiB length field before the hello closed the connection only after \(closedAfter), not at once")
+        #expect(refusal.count == 1 && refusal.first?.contains("peerkit.error") == true, "the refusal of a pre-hello frame over 64 KiB was \(refusal), not one peerkit.error")
+
+        // After the hello, a 1 MiB message is an ordinary message.
+        let peer = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        defer { peer.close() }
+        try await peer.sayHello(serviceType: serviceType, peerID: "big-sender", name: "big sender")
+        let text = String(repeating: "x", count: 1024 * 1024)
+        try await peer.send(#"{"type":"AdversarialBlob","payload":{"text":"\#(text)"}}"#)
+        #expect(try await inbox.take(1) == [1024 * 1024])
+    }
+
+    @Test("a frame that trickles in for longer than the peer timeout keeps the connection alive: any bytes prove life")
+    func frameInProgressIsLife() async throws {
+        let serviceType = randomServiceType()
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "patient")
+        configuration.heartbeatInterval = .milliseconds(200)
+        configuration.peerTimeout = .seconds(1)
+        let transceiver = PeerTransceiver(configuration: configuration)
+        try await transceiver.start()
+        defer { transceiver.stop() }
+        let inbox = Inbox<Int>()
+        transceiver.receive(AdversarialBlob.self) { blob, _ in inbox.put(blob.text.utf8.count) }
+        let events = transceiver.events()
+
+        // The raw peer never answers a ping; only the frame's own bytes show it is alive.
+        let peer = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        defer { peer.close() }
+        try await peer.sayHello(serviceType: serviceType, peerID: "trickler", name: "trickler")
+        _ = try await nextEvent(events, "the trickler to connect") { if case .peerConnected = $0 { true } else { false } }
+        let frame = ByteBuffer.frame(#"{"type":"AdversarialBlob","payload":{"text":"\#(String(repeating: "y", count: 40 * 4096))"}}"#)
+        // 4 s for one frame, four times the peer timeout, a piece every 100 ms.
+        var remaining = frame
+        while remaining.readableBytes > 0 {
+            let piece = remaining.readSlice(length: min(4096, remaining.readableBytes)) ?? ByteBuffer()
+            try await peer.write(piece)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try await inbox.take(1) == [40 * 4096])
+        #expect(transceiver.availablePeers.contains { $0.id == "trickler" }, "the peer was dropped while its frame was still arriving")
+    }
+
+    @Test("a peer that never reads is disconnected after the grace period with one logged sentence, and send to it throws peerTooSlow")
+    func neverReadingPeer() async throws {
+        let serviceType = randomServiceType()
+        let log = CapturedLog()
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "sender")
+        configuration.maximumQueuedOutboundBytes = 1024 * 1024
+        configuration.slowPeerGracePeriod = .seconds(1)
+        // Long enough that silence is not what ends it: the peer stays connected, it just never reads.
+        configuration.peerTimeout = .seconds(60)
+        configuration.logger = log.logger
+        let transceiver = PeerTransceiver(configuration: configuration)
+        try await transceiver.start()
+        defer { transceiver.stop() }
+        let events = transceiver.events()
+
+        let sink = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        defer { sink.close() }
+        try await sink.sayHello(serviceType: serviceType, peerID: "never-reads", name: "never reads")
+        let peer = try await transceiver.waitForPeer(timeout: .seconds(20)) { $0.id == "never-reads" }
+        try await sink.channel.setOption(ChannelOptions.autoRead, value: false)
+
+        // 40 MiB: far more than the kernel's socket buffers and the 1 MiB bound together.
+        let blob = AdversarialBlob(text: String(repeating: "z", count: 256 * 1024))
+        for _ in 0..<160 { transceiver.broadcast(blob) }
+        let sending = Task { try await transceiver.send(blob, to: [peer]) }
+
+        let event = try await nextEvent(events, within: 30, "the never-reading peer to be disconnected") {
+            if case .peerDisconnected(let gone, _) = $0 { gone.id == "never-reads" } else { false }
+        }
+        guard case .peerDisconnected(_, let reason) = event, case .peerTooSlow(_, let queued, let limit, let grace)? = reason else {
+            Issue.record("the never-reading peer was disconnected with \(event), not peerTooSlow")
+            return
+        }
+        #expect(queued > limit && limit == 1024 * 1024 && grace == .seconds(1))
+        await #expect(throws: PeerKitError.self) { try await sending.value }
+        do {
+            try await sending.value
+        } catch let error as PeerKitError {
+            if case .peerTooSlow = error {} else { Issue.record("send to the never-reading peer threw \(error), not peerTooSlow") }
+        }
+        _ = await log.waitForMessage(containing: "did not read what was sent to it")
+        let sentences = log.messages(containing: "did not read what was sent to it")
+        #expect(sentences.count == 1, "the slow peer's disconnection was logged \(sentences.count) times: \(sentences)")
+        #expect(sentences.first?.contains("never reads") == true, "\(sentences)")
+    }
+
+    /// A TCP listener the test owns that counts the connections it accepts and ends each with
+    /// `banner` (nothing, or the greeting of a service that is not PeerKit).
+    private final class CountingListener: Sendable {
+        let channel: any Channel
+        private let accepted = NIOLockedValueBox<[ContinuousClock.Instant]>([])
+
+        init(banner: String?) async throws {
+            let accepted = accepted
+            channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .childChannelInitializer { child in
+                    accepted.withLockedValue { $0.append(.now) }
+                    guard let banner else { return child.close() }
+                    return child.writeAndFlush(ByteBuffer(string: banner)).flatMap { child.close() }
+                }
+                .bind(host: "127.0.0.1", port: 0)
+                .get()
+        }
+
+        var endpoint: PeerEndpoint { PeerEndpoint(host: "127.0.0.1", port: channel.localAddress?.port ?? 0) }
+        var acceptTimes: [ContinuousClock.Instant] { accepted.withLockedValue { $0 } }
+    }
+
+    @Test("a peer that refuses, and a service that is not PeerKit, are redialled with capped back-off over 10 s, logged once each, and at once on a new advertisement")
+    func redialBackoff() async throws {
+        let serviceType = randomServiceType()
+        let closing = try await CountingListener(banner: nil)
+        let foreign = try await CountingListener(banner: "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+        defer {
+            closing.channel.close(promise: nil)
+            foreign.channel.close(promise: nil)
+        }
+        // A port with nothing listening on it refuses every connection.
+        let vacant = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let vacantPort = vacant.localAddress?.port ?? 1
+        try await vacant.close()
+
+        let log = CapturedLog()
+        let discovery = ManualDiscovery()
+        var configuration = manualConfiguration(serviceType: serviceType, name: "dialler", discovery: discovery)
+        configuration.logger = log.logger
+        let transceiver = PeerTransceiver(configuration: configuration)
+        try await transceiver.start()
+        defer { transceiver.stop() }
+        func advertise(_ name: String, _ endpoint: PeerEndpoint) {
+            discovery.inject(.found(DiscoveredService(key: name, name: name, peerID: "id-" + name, endpoints: [endpoint], txtRecord: ["peerid": "id-" + name, "proto": "1"])))
+        }
+        let start = ContinuousClock.now
+        advertise("closer", closing.endpoint)
+        advertise("impostor", foreign.endpoint)
+        advertise("refuser", PeerEndpoint(host: "127.0.0.1", port: vacantPort))
+        try await Task.sleep(until: start + .seconds(10))
+
+        // 0.5 s doubling with ±20 % jitter: attempts at about 0, 0.5, 1.5, 3.5 and 7.5 s. Without
+        // back-off, a redial every 0.5-1 s makes 10 to 20.
+        for (name, listener) in [("closer", closing), ("impostor", foreign)] {
+            let dials = listener.acceptTimes.filter { $0 < start + .seconds(10) }.count
+            #expect((2...6).contains(dials), "the \(name) was dialled \(dials) times in 10 s; capped exponential back-off from 0.5 s allows 2 to 6")
+        }
+        let loud = log.messages(atLeast: .notice)
+        for name in ["closer", "impostor", "refuser"] {
+            let lines = loud.filter { $0.contains(name) }
+            #expect((1...2).contains(lines.count), "the unreachable \(name) was logged \(lines.count) times at notice or above in 10 s; a state change is logged, not each attempt: \(lines)")
+        }
+
+        // By now the back-off is several seconds; a new advertisement redials at once.
+        let before = closing.acceptTimes.count
+        let readvertised = ContinuousClock.now
+        advertise("closer", closing.endpoint)
+        try await within(2, "a redial within 2 s of a new advertisement") {
+            while closing.acceptTimes.count == before { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(closing.acceptTimes.last.map { $0 - readvertised < .seconds(2) } == true)
+    }
+}
