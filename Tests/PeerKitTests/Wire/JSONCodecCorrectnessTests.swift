@@ -150,6 +150,15 @@ struct JSONCodecCorrectnessTests {
         #expect(ours == ["a": 1, "b": 2, "é": 4])
     }
 
+    @Test("repeated envelope keys: the first type, id, replyTo and payload count")
+    func repeatedEnvelopeKeys() throws {
+        let envelope = try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"A","id":"1","payload":[1],"type":"B","id":"2","payload":[2],"replyTo":"x","replyTo":"y"}"#))
+        #expect(envelope.type == "A")
+        #expect(envelope.id == "1")
+        #expect(envelope.replyTo == "x")
+        #expect(String(buffer: envelope.payload) == "[1]")
+    }
+
     // MARK: Integers above 2^53
 
     struct Wide: Codable, Equatable {
