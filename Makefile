@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all build test demo bench stress test-lan setup avahi clean
+.PHONY: all build test demo bench stress test-lan setup avahi clean fuzz fuzz-smoke
 
 all: build
 
@@ -38,5 +38,14 @@ stress: setup
 bench: avahi
 	@scripts/bench
 
+## make fuzz: libFuzzer (with AddressSanitizer) on the frame decoder, the connection state machine and
+## the JSON decoder: FUZZ_RUNS executions in total (default 10 million); any crash, leak or input
+## slower than 1 s fails. make fuzz-smoke runs each for FUZZ_SMOKE_SECONDS (default 5) seconds.
+fuzz:
+	@scripts/fuzz run
+
+fuzz-smoke:
+	@scripts/fuzz smoke
+
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz

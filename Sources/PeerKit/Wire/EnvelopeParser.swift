@@ -5,7 +5,8 @@ import NIOCore
 /// One pass with ``JSONReader`` checks that the body is a single JSON object, decodes the string
 /// values of `type`, `id` and `replyTo`, and records where the `payload` value starts and ends.
 /// Nested values are checked and skipped; the payload is decoded later, into the registered type,
-/// by the handler that wants it. Unknown keys are ignored.
+/// by the handler that wants it. Unknown keys are ignored; of repeated keys the first counts. Every
+/// string, read or skipped, must be valid UTF-8. The work is linear in the frame's size.
 enum EnvelopeParser {
     /// The deepest nesting accepted anywhere in an envelope.
     static var maximumDepth: Int { JSONReader.maximumDepth }
@@ -61,14 +62,15 @@ enum EnvelopeParser {
                     }
                     return try reader.string(at: valueStart)
                 }
+                // The first of repeated keys counts, as in JSONDecoder (and PayloadDecoder).
                 if reader.nameMatches(at: nameStart, end: nameEnd, "type") {
-                    fields.type = try stringValue("type")
+                    if fields.type == nil { fields.type = try stringValue("type") }
                 } else if reader.nameMatches(at: nameStart, end: nameEnd, "id") {
-                    fields.id = try stringValue("id")
+                    if fields.id == nil { fields.id = try stringValue("id") }
                 } else if reader.nameMatches(at: nameStart, end: nameEnd, "replyTo") {
-                    fields.replyTo = try stringValue("replyTo")
+                    if fields.replyTo == nil { fields.replyTo = try stringValue("replyTo") }
                 } else if reader.nameMatches(at: nameStart, end: nameEnd, "payload") {
-                    fields.payload = valueStart..<valueEnd
+                    if fields.payload == nil { fields.payload = valueStart..<valueEnd }
                 }
                 index = reader.skipWhitespace(from: valueEnd)
                 guard let next = reader.byte(at: index) else { throw JSONSyntaxError(reason: "the envelope ends before its closing brace") }

@@ -71,13 +71,13 @@ struct EnvelopeParserTests {
     @Test("a type that is not valid UTF-8 is rejected")
     func invalidUTF8() {
         let bytes = Array(#"{"type":""#.utf8) + [0xFF, 0xFE] + Array(#"","payload":{}}"#.utf8)
-        #expect(parseError(bytes) == .malformedEnvelope("a string is not valid UTF-8"))
+        #expect(parseError(bytes) == .malformedEnvelope("a string is not valid UTF-8 (byte 0xff at offset 9 does not start a valid sequence)"))
     }
 
     @Test("a raw control character in a string is rejected")
     func controlCharacter() {
         let bytes = Array(#"{"type":"a"#.utf8) + [0x01] + Array(#"","payload":{}}"#.utf8)
-        #expect(parseError(bytes) == .malformedEnvelope("a string contains a raw control character"))
+        #expect(parseError(bytes) == .malformedEnvelope("a string contains a raw control character (byte 0x1 at offset 10)"))
     }
 
     @Test("nesting deeper than the limit is rejected without exhausting the stack")

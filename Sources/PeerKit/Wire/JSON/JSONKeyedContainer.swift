@@ -1,29 +1,24 @@
-/// A keyed container over an object's indexed keys; values are decoded when asked for.
+/// A keyed container over an object's indexed members; values are decoded when asked for.
 struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: JSONValueDecoder
-    let entries: [JSONKeyedEntry]
+    /// The path of this object, shared by its members' decoders.
+    let path: JSONCodingPath?
+    let members: JSONObjectMembers
 
     var codingPath: [any CodingKey] { decoder.codingPath }
 
+    /// The keys present, each once (the first of repeated names), as in JSONDecoder.
     var allKeys: [Key] {
-        entries.compactMap { entry in
-            (try? decoder.reader.string(at: entry.keyStart)).flatMap(Key.init(stringValue:))
-        }
+        members.names().compactMap(Key.init(stringValue:))
     }
 
-    func contains(_ key: Key) -> Bool { valueOffset(for: key) != nil }
-
-    /// Where the value of `key` starts; the first one wins when a key repeats, as in JSONDecoder.
-    private func valueOffset(for key: Key) -> Int? {
-        let name = key.stringValue
-        return entries.first { decoder.reader.nameMatches(at: $0.keyStart, end: $0.keyEnd, name) }?.value
-    }
+    func contains(_ key: Key) -> Bool { members.valueOffset(forName: key.stringValue) != nil }
 
     private func child(_ key: Key) throws -> JSONValueDecoder {
-        guard let offset = valueOffset(for: key) else {
+        guard let offset = members.valueOffset(forName: key.stringValue) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value associated with key \(key.stringValue)."))
         }
-        return decoder.child(at: offset, key: key)
+        return decoder.member(at: offset, path: path, key: key)
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
@@ -44,8 +39,8 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try child(key).decodeValue(type) }
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        guard let offset = valueOffset(for: key) else { return nil }
-        let value = decoder.child(at: offset, key: key)
+        guard let offset = members.valueOffset(forName: key.stringValue) else { return nil }
+        let value = decoder.member(at: offset, path: path, key: key)
         return value.decodeNil() ? nil : try value.decodeValue(type)
     }
 
@@ -58,10 +53,10 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder() throws -> any Decoder {
-        guard let offset = entries.first(where: { decoder.reader.nameMatches(at: $0.keyStart, end: $0.keyEnd, "super") })?.value else {
+        guard let offset = members.valueOffset(forName: "super") else {
             throw DecodingError.keyNotFound(JSONIndexKey.super, .init(codingPath: codingPath, debugDescription: "No value associated with key super."))
         }
-        return decoder.child(at: offset, key: JSONIndexKey.super)
+        return decoder.member(at: offset, path: path, key: JSONIndexKey.super)
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder { try child(key) }
@@ -70,11 +65,14 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 /// An unkeyed container over an array's element offsets.
 struct JSONUnkeyedContainer: UnkeyedDecodingContainer {
     let decoder: JSONValueDecoder
+    /// The path of this array, shared by its elements' decoders.
+    let path: JSONCodingPath?
     let elements: [Int]
     private(set) var currentIndex = 0
 
-    init(decoder: JSONValueDecoder, elements: [Int]) {
+    init(decoder: JSONValueDecoder, path: JSONCodingPath?, elements: [Int]) {
         self.decoder = decoder
+        self.path = path
         self.elements = elements
     }
 
@@ -86,7 +84,7 @@ struct JSONUnkeyedContainer: UnkeyedDecodingContainer {
         guard !isAtEnd else {
             throw DecodingError.valueNotFound(type, .init(codingPath: codingPath + [JSONIndexKey(intValue: currentIndex)], debugDescription: "Unkeyed container is at end."))
         }
-        return decoder.child(at: elements[currentIndex], key: JSONIndexKey(intValue: currentIndex))
+        return decoder.member(at: elements[currentIndex], path: path, key: JSONIndexKey(intValue: currentIndex))
     }
 
     private mutating func next<T>(_ decode: (JSONValueDecoder) throws -> T) throws -> T {

@@ -117,21 +117,53 @@ struct JSONReader {
         return index
     }
 
-    /// The offset just past the string whose opening quote is at `index`, checking its escapes.
+    /// The offset just past the string whose opening quote is at `index`, checking its escapes
+    /// and that its text is valid UTF-8 (so a string that is only skipped is checked too).
     func stringEnd(at index: Int) throws(JSONSyntaxError) -> Int {
         var index = index + 1
         while true {
-            index = JSONStringScan.firstSpecialByte(in: bytes, from: index, to: bytes.count)
+            index = JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: index, to: bytes.count)
             guard let byte = byte(at: index) else { throw JSONSyntaxError(reason: "a string is not terminated") }
             switch byte {
             case UInt8(ascii: "\""):
                 return index + 1
             case UInt8(ascii: "\\"):
                 index = try escapeEnd(at: index + 1)
+            case 0x80...:
+                index = try utf8SequenceEnd(at: index)
             default:
-                throw JSONSyntaxError(reason: "a string contains a raw control character")
+                throw JSONSyntaxError(reason: "a string contains a raw control character (byte 0x\(String(byte, radix: 16)) at offset \(index))")
             }
         }
+    }
+
+    /// The offset just past the multi-byte UTF-8 sequence whose lead byte is at `index`, or an
+    /// error when it is not one (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
+    func utf8SequenceEnd(at index: Int) throws(JSONSyntaxError) -> Int {
+        let lead = bytes[index]
+        // The continuation bytes needed, and the range the first of them must be in.
+        let count: Int
+        var second: ClosedRange<UInt8> = 0x80...0xBF
+        switch lead {
+        case 0xC2...0xDF: count = 1
+        case 0xE0: count = 2; second = 0xA0...0xBF
+        case 0xE1...0xEC, 0xEE...0xEF: count = 2
+        case 0xED: count = 2; second = 0x80...0x9F
+        case 0xF0: count = 3; second = 0x90...0xBF
+        case 0xF1...0xF3: count = 3
+        case 0xF4: count = 3; second = 0x80...0x8F
+        default: throw invalidUTF8(at: index)
+        }
+        guard index + count < bytes.count else { throw invalidUTF8(at: index) }
+        guard second.contains(bytes[index + 1]) else { throw invalidUTF8(at: index) }
+        for offset in stride(from: 2, through: count, by: 1) where bytes[index + offset] & 0xC0 != 0x80 {
+            throw invalidUTF8(at: index)
+        }
+        return index + count + 1
+    }
+
+    private func invalidUTF8(at index: Int) -> JSONSyntaxError {
+        JSONSyntaxError(reason: "a string is not valid UTF-8 (byte 0x\(String(bytes[index], radix: 16)) at offset \(index) does not start a valid sequence)")
     }
 
     /// Decodes the string whose opening quote is at `index`, resolving escapes and checking UTF-8.

@@ -25,6 +25,23 @@ enum JSONStringScan {
         return end
     }
 
+    /// The index of the first `"`, `\`, byte below 0x20 or byte above 0x7F (the start of a
+    /// multi-byte UTF-8 sequence, which the reader validates) in `bytes[start..<end]`, or `end`.
+    static func firstSpecialOrNonASCIIByte(in bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
+        var index = start
+        while index + 8 <= end {
+            let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            if word & highBits != 0 || mayContainSpecialByte(word) { break }
+            index += 8
+        }
+        while index < end {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { return index }
+            index += 1
+        }
+        return end
+    }
+
     /// Whether some byte of `word` may be `"`, `\` or below 0x20.
     @inline(__always)
     private static func mayContainSpecialByte(_ word: UInt64) -> Bool {

@@ -2,29 +2,54 @@ import Foundation
 
 /// The `Decoder` (and single-value container) for the JSON value at one offset.
 struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
-    let reader: JSONReader
+    let document: JSONDocument
     /// Where the value starts (no leading whitespace).
     let offset: Int
-    let codingPath: [any CodingKey]
+    /// The path of the container holding this value; nil at the top level.
+    let parent: JSONCodingPath?
+    /// This value's key in that container; nil at the top level.
+    let key: (any CodingKey)?
+
+    var reader: JSONReader { document.reader }
+    var codingPath: [any CodingKey] { JSONCodingPath.keys(parent, then: key) }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    /// The decoder for a whole payload.
+    init(document: JSONDocument, offset: Int) {
+        self.init(document: document, offset: offset, parent: nil, key: nil)
+    }
+
+    private init(document: JSONDocument, offset: Int, parent: JSONCodingPath?, key: (any CodingKey)?) {
+        self.document = document
+        self.offset = offset
+        self.parent = parent
+        self.key = key
+    }
+
+    /// The path of this value, for the members of a container it opens (one node, made once per container).
+    private var path: JSONCodingPath? {
+        guard let key else { return parent }
+        return JSONCodingPath(parent: parent, key: key)
+    }
 
     // MARK: Decoder
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         try expect(UInt8(ascii: "{"), [String: Any].self)
-        return KeyedDecodingContainer(JSONKeyedContainer<Key>(decoder: self, entries: try objectEntries()))
+        let members = try syntax { () throws(JSONSyntaxError) in try JSONObjectMembers(objectAt: offset, in: document) }
+        return KeyedDecodingContainer(JSONKeyedContainer<Key>(decoder: self, path: path, members: members))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         try expect(UInt8(ascii: "["), [Any].self)
-        return JSONUnkeyedContainer(decoder: self, elements: try arrayElements())
+        return JSONUnkeyedContainer(decoder: self, path: path, elements: try arrayElements())
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
 
-    /// A decoder for the value at `offset`, one key deeper.
-    func child(at offset: Int, key: any CodingKey) -> JSONValueDecoder {
-        JSONValueDecoder(reader: reader, offset: offset, codingPath: codingPath + [key])
+    /// A decoder for the value at `offset`, a member `key` of the container this value opened at `path`.
+    func member(at offset: Int, path: JSONCodingPath?, key: any CodingKey) -> JSONValueDecoder {
+        JSONValueDecoder(document: document, offset: offset, parent: path, key: key)
     }
 
     // MARK: Values
@@ -120,14 +145,71 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             index += 1
         }
         if let byte = reader.byte(at: index), byte == UInt8(ascii: ".") || byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
-            // 1.0 or 1e3: accept when it is a whole number that fits, as JSONDecoder does.
-            let text = try numberText(T.self)
-            guard let double = Double(text), let exact = T(exactly: double) else {
-                throw corrupted("Parsed JSON number <\(text)> does not fit in \(T.self).")
+            // 1.0 or 1e3: accept when it denotes a whole number that fits, computed exactly
+            // (never through Double, which would round integers above 2^53).
+            let end = try syntax { () throws(JSONSyntaxError) in try reader.numberEnd(at: offset) }
+            guard let exact = Self.exactInteger(UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: T.self) else {
+                throw corrupted("Parsed JSON number <\(try numberText(T.self))> is not a whole number that fits in \(T.self).")
             }
             return exact
         }
         guard !overflow else { throw corrupted("Parsed JSON number <\((try? numberText(T.self)) ?? "?")> does not fit in \(T.self).") }
+        return value
+    }
+
+    /// The integer that the JSON number `text` (with a fraction or an exponent) denotes exactly,
+    /// or nil when that is not a whole number or does not fit in `T`.
+    static func exactInteger<T: FixedWidthInteger>(_ text: UnsafeRawBufferPointer, as type: T.Type) -> T? {
+        var index = 0
+        func isDigit(_ index: Int) -> Bool { index < text.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(text[index]) }
+        let negative = text.first == UInt8(ascii: "-")
+        if negative { index += 1 }
+        // The significant digits (without leading zeros) and the power of ten they are scaled by.
+        var digits: [UInt8] = []
+        var scale = 0
+        while isDigit(index) {
+            let digit = text[index] - UInt8(ascii: "0")
+            if !(digits.isEmpty && digit == 0) { digits.append(digit) }
+            index += 1
+        }
+        if index < text.count, text[index] == UInt8(ascii: ".") {
+            index += 1
+            while isDigit(index) {
+                let digit = text[index] - UInt8(ascii: "0")
+                if !(digits.isEmpty && digit == 0) { digits.append(digit) }
+                scale -= 1
+                index += 1
+            }
+        }
+        if index < text.count, text[index] == UInt8(ascii: "e") || text[index] == UInt8(ascii: "E") {
+            index += 1
+            var exponentNegative = false
+            if index < text.count, text[index] == UInt8(ascii: "+") || text[index] == UInt8(ascii: "-") {
+                exponentNegative = text[index] == UInt8(ascii: "-")
+                index += 1
+            }
+            // Saturate: any exponent beyond this makes a nonzero value overflow or a fraction.
+            var exponent = 0
+            while isDigit(index) {
+                exponent = min(exponent * 10 + Int(text[index] - UInt8(ascii: "0")), 1_000_000_000)
+                index += 1
+            }
+            scale += exponentNegative ? -exponent : exponent
+        }
+        while digits.last == 0 {
+            digits.removeLast()
+            scale += 1
+        }
+        if digits.isEmpty { return 0 }
+        // A fraction, or more digits than any value of T has.
+        guard scale >= 0, digits.count + scale <= T.bitWidth else { return nil }
+        var value: T = 0
+        for digit in digits + repeatElement(0, count: scale) {
+            let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+            let (next, o2) = negative ? times10.subtractingReportingOverflow(T(digit)) : times10.addingReportingOverflow(T(digit))
+            guard !o1, !o2 else { return nil }
+            value = next
+        }
         return value
     }
 
@@ -145,23 +227,6 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
         guard reader.byte(at: offset) == opening else { throw mismatch(type) }
     }
 
-    /// Each member name of the object at `offset` (as byte offsets of its quotes) and where its
-    /// value starts. The syntax was checked before decoding began.
-    private func objectEntries() throws -> [JSONKeyedEntry] {
-        try syntax { () throws(JSONSyntaxError) in
-            var entries: [JSONKeyedEntry] = []
-            var index = reader.skipWhitespace(from: offset + 1)
-            if reader.byte(at: index) == UInt8(ascii: "}") { return entries }
-            while true {
-                let value = reader.skipWhitespace(from: try reader.skipMemberName(at: index))
-                entries.append(JSONKeyedEntry(keyStart: index, keyEnd: try reader.stringEnd(at: index), value: value))
-                index = reader.skipWhitespace(from: try reader.skipValue(at: value))
-                guard reader.byte(at: index) == UInt8(ascii: ",") else { return entries }
-                index = reader.skipWhitespace(from: index + 1)
-            }
-        }
-    }
-
     private func arrayElements() throws -> [Int] {
         try syntax { () throws(JSONSyntaxError) in
             var elements: [Int] = []
@@ -169,7 +234,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             if reader.byte(at: index) == UInt8(ascii: "]") { return elements }
             while true {
                 elements.append(index)
-                index = reader.skipWhitespace(from: try reader.skipValue(at: index))
+                index = reader.skipWhitespace(from: try document.valueEnd(at: index))
                 guard reader.byte(at: index) == UInt8(ascii: ",") else { return elements }
                 index = reader.skipWhitespace(from: index + 1)
             }
@@ -206,18 +271,28 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
     }
 }
 
-/// One key of an object and where its value starts.
-struct JSONKeyedEntry {
-    var keyStart: Int
-    var keyEnd: Int
-    var value: Int
-}
-
-/// A coding key for array elements and `super`.
+/// A coding key for array elements and `super`; its text is only made when asked for.
 struct JSONIndexKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
-    init(stringValue: String) { self.stringValue = stringValue; self.intValue = nil }
-    init(intValue: Int) { self.stringValue = "Index \(intValue)"; self.intValue = intValue }
-    static let `super` = JSONIndexKey(stringValue: "super")
+    private let index: Int
+    private let isSuper: Bool
+
+    init?(stringValue: String) {
+        guard stringValue == "super" else { return nil }
+        self.index = 0
+        self.isSuper = true
+    }
+
+    init(intValue: Int) {
+        self.index = intValue
+        self.isSuper = false
+    }
+
+    var stringValue: String { isSuper ? "super" : "Index \(index)" }
+    var intValue: Int? { isSuper ? nil : index }
+    static let `super` = JSONIndexKey(superKey: ())
+
+    private init(superKey: Void) {
+        self.index = 0
+        self.isSuper = true
+    }
 }

@@ -5,18 +5,24 @@ import NIOCore
 ///
 /// Containers are written as they are used, which works for every `encode(to:)` that uses its
 /// containers one after another, as synthesized conformances do. An implementation that goes back
-/// to a container it left (or asks for a super encoder) makes this encoder give up, and the value is
-/// encoded again with Foundation's `JSONEncoder`, so the result is always right. The output follows
-/// `JSONEncoder`'s defaults (`Data` as Base64, `Date` as seconds since 2001, `URL` as a string,
-/// `Decimal` as a number, non-finite numbers refused), without escaping '/'.
+/// to a container it left, encodes a key twice (`JSONEncoder` keeps the last value, in place) or asks
+/// for a super encoder makes this encoder give up, and the value is encoded again with Foundation's
+/// `JSONEncoder`, so the result is always right. Giving up is remembered even when an `encode(to:)`
+/// swallows the error with `try?`. A member or element whose encoding throws leaves nothing behind
+/// (the buffer and the open containers are restored), so an `encode(to:)` that skips it with `try?`
+/// writes valid JSON without that member, as `JSONEncoder` does. The output follows `JSONEncoder`'s
+/// defaults (`Data` as Base64, `Date` as seconds since 2001, `URL` as a string, `Decimal` as a
+/// number, non-finite numbers refused), without escaping '/'.
 enum PayloadEncoder {
     /// The JSON text of `value`.
     static func encode<T: Encodable>(_ value: T, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws -> ByteBuffer {
         let output = JSONOutput(buffer: allocator.buffer(capacity: 128))
         do {
             try JSONSlotEncoder(output: output, codingPath: []).encodeValue(value)
-            return output.buffer
+            if !output.gaveUp { return output.buffer }
         } catch is StreamingNotPossible {
+        }
+        do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = .withoutEscapingSlashes
             var buffer = allocator.buffer(capacity: 128)
@@ -34,12 +40,55 @@ final class JSONOutput {
     struct Frame {
         var id: Int
         var closing: UInt8
+        /// Members or elements written so far.
         var count = 0
+        /// The keys written so far (an object's), searched in order while there are few of them...
+        private var keys: [String] = []
+        /// ...and hashed once there are more, so checking for repeats stays linear.
+        private var keySet: Set<String>?
+
+        init(id: Int, closing: UInt8) {
+            self.id = id
+            self.closing = closing
+        }
+
+        /// Records `key`; false when it was already written (compared as `JSONEncoder`'s
+        /// dictionary compares keys: as Swift strings).
+        mutating func insert(_ key: String) -> Bool {
+            if keySet != nil { return keySet!.insert(key).inserted }
+            guard !keys.contains(key) else { return false }
+            keys.append(key)
+            if keys.count > 8 {
+                keySet = Set(keys)
+                keys = []
+            }
+            return true
+        }
+
+        /// Forgets `key`, the last one inserted.
+        mutating func remove(_ key: String) {
+            if keySet != nil {
+                keySet!.remove(key)
+            } else {
+                keys.removeLast()
+            }
+        }
+    }
+
+    /// What to restore when the encoding of one member or element throws.
+    struct Mark {
+        var writerIndex: Int
+        var depth: Int
+        var count: Int
+        var key: String?
     }
 
     var buffer: ByteBuffer
     private(set) var stack: [Frame] = []
     private var nextID = 0
+    /// Set once streaming is not possible, even if an `encode(to:)` then swallowed the error:
+    /// ``PayloadEncoder`` re-encodes the value with `JSONEncoder`.
+    private(set) var gaveUp = false
 
     init(buffer: ByteBuffer) {
         self.buffer = buffer
@@ -53,17 +102,44 @@ final class JSONOutput {
         return nextID
     }
 
+    /// Records that streaming is not possible and returns the error to throw.
+    func giveUp() -> StreamingNotPossible {
+        gaveUp = true
+        return StreamingNotPossible()
+    }
+
     /// Makes `id` the innermost open container, closing the ones opened inside it, and writes
-    /// the separator before its next element. Throws when `id` is already closed.
-    func beginElement(of id: Int) throws {
+    /// the separator before its next element (whose key, for an object, is `key`). Throws when
+    /// `id` is already closed or `key` was already written. Returns what ``restore(_:)`` needs
+    /// to take the element back.
+    func beginElement(of id: Int, key: String?) throws -> Mark {
         try activate(id)
-        if stack[stack.count - 1].count > 0 { buffer.writeInteger(UInt8(ascii: ",")) }
-        stack[stack.count - 1].count += 1
+        let top = stack.count - 1
+        let mark = Mark(writerIndex: buffer.writerIndex, depth: stack.count, count: stack[top].count, key: key)
+        if let key, !stack[top].insert(key) { throw giveUp() }
+        if stack[top].count > 0 { buffer.writeInteger(UInt8(ascii: ",")) }
+        stack[top].count += 1
+        return mark
+    }
+
+    /// Takes back everything written since `mark`: the bytes, the containers opened, the key.
+    func restore(_ mark: Mark) {
+        buffer.moveWriterIndex(to: mark.writerIndex)
+        if stack.count > mark.depth { stack.removeSubrange(mark.depth...) }
+        guard stack.count == mark.depth, mark.depth > 0 else { return }
+        stack[mark.depth - 1].count = mark.count
+        if let key = mark.key { stack[mark.depth - 1].remove(key) }
+    }
+
+    /// Takes back the bytes and containers a single value wrote since `writerIndex` at `depth`.
+    func restore(writerIndex: Int, depth: Int) {
+        buffer.moveWriterIndex(to: writerIndex)
+        if stack.count > depth { stack.removeSubrange(depth...) }
     }
 
     /// Closes every container opened after `id`. Throws when `id` is already closed.
     func activate(_ id: Int) throws {
-        guard stack.contains(where: { $0.id == id }) else { throw StreamingNotPossible() }
+        guard stack.contains(where: { $0.id == id }) else { throw giveUp() }
         while let last = stack.last, last.id != id {
             buffer.writeInteger(last.closing)
             stack.removeLast()
@@ -147,7 +223,7 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     // MARK: SingleValueEncodingContainer
 
     private func writeScalar(_ write: (inout ByteBuffer) throws -> Void) throws {
-        guard container == nil, !wroteValue else { throw StreamingNotPossible() }
+        guard container == nil, !wroteValue else { throw output.giveUp() }
         try write(&output.buffer)
         wroteValue = true
     }
@@ -168,8 +244,16 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     func encode(_ value: UInt32) throws { try integer(value) }
     func encode(_ value: UInt64) throws { try integer(value) }
     func encode<T: Encodable>(_ value: T) throws {
-        guard container == nil, !wroteValue else { throw StreamingNotPossible() }
-        try encodeValue(value)
+        guard container == nil, !wroteValue else { throw output.giveUp() }
+        let writerIndex = output.buffer.writerIndex
+        let depth = output.stack.count
+        do {
+            try encodeValue(value)
+        } catch {
+            output.restore(writerIndex: writerIndex, depth: depth)
+            container = nil
+            throw error
+        }
         wroteValue = true
     }
 
@@ -195,42 +279,56 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     let id: Int
     var codingPath: [any CodingKey] { slot.codingPath }
 
-    private func member(_ key: Key) throws -> JSONSlotEncoder {
-        try slot.output.beginElement(of: id)
-        EnvelopeEncoder.writeJSONString(key.stringValue, into: &slot.output.buffer)
-        slot.output.buffer.writeInteger(UInt8(ascii: ":"))
-        return JSONSlotEncoder(output: slot.output, codingPath: codingPath + [key])
+    /// Writes `"key":` and returns the slot for its value.
+    private func member(_ key: Key) throws -> (slot: JSONSlotEncoder, mark: JSONOutput.Mark) {
+        let output = slot.output
+        let name = key.stringValue
+        let mark = try output.beginElement(of: id, key: name)
+        EnvelopeEncoder.writeJSONString(name, into: &output.buffer)
+        output.buffer.writeInteger(UInt8(ascii: ":"))
+        return (JSONSlotEncoder(output: output, codingPath: codingPath + [key]), mark)
     }
 
-    mutating func encodeNil(forKey key: Key) throws { try member(key).encodeNil() }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: String, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try member(key).encode(value) }
-    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try member(key).encodeValue(value) }
+    /// Encodes one member; when that throws, nothing of it stays in the output.
+    private func encodeMember(_ key: Key, _ body: (JSONSlotEncoder) throws -> Void) throws {
+        let (member, mark) = try member(key)
+        do {
+            try body(member)
+        } catch {
+            slot.output.restore(mark)
+            throw error
+        }
+    }
+
+    mutating func encodeNil(forKey key: Key) throws { try encodeMember(key) { try $0.encodeNil() } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: String, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Float, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try encodeMember(key) { try $0.encodeValue(value) } }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         guard let member = try? member(key) else { return KeyedEncodingContainer(JSONKeyedEncodingContainer<NestedKey>(slot: slot, id: -1)) }
-        return member.container(keyedBy: keyType)
+        return member.slot.container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         guard let member = try? member(key) else { return JSONUnkeyedEncodingContainer(slot: slot, id: -1) }
-        return member.unkeyedContainer()
+        return member.slot.unkeyedContainer()
     }
 
-    mutating func superEncoder() -> any Encoder { UnsupportedEncoder(codingPath: codingPath) }
-    mutating func superEncoder(forKey key: Key) -> any Encoder { UnsupportedEncoder(codingPath: codingPath) }
+    mutating func superEncoder() -> any Encoder { UnsupportedEncoder(output: slot.output, codingPath: codingPath) }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { UnsupportedEncoder(output: slot.output, codingPath: codingPath) }
 }
 
 /// Writes elements into an open array.
@@ -245,46 +343,68 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         self.id = id
     }
 
-    private mutating func element() throws -> JSONSlotEncoder {
-        try slot.output.beginElement(of: id)
+    /// Writes the separator and returns the slot for the next element.
+    private mutating func element() throws -> (slot: JSONSlotEncoder, mark: JSONOutput.Mark) {
+        let mark = try slot.output.beginElement(of: id, key: nil)
         defer { count += 1 }
-        return JSONSlotEncoder(output: slot.output, codingPath: codingPath + [JSONIndexKey(intValue: count)])
+        return (JSONSlotEncoder(output: slot.output, codingPath: codingPath + [JSONIndexKey(intValue: count)]), mark)
     }
 
-    mutating func encodeNil() throws { try element().encodeNil() }
-    mutating func encode(_ value: Bool) throws { try element().encode(value) }
-    mutating func encode(_ value: String) throws { try element().encode(value) }
-    mutating func encode(_ value: Double) throws { try element().encode(value) }
-    mutating func encode(_ value: Float) throws { try element().encode(value) }
-    mutating func encode(_ value: Int) throws { try element().encode(value) }
-    mutating func encode(_ value: Int8) throws { try element().encode(value) }
-    mutating func encode(_ value: Int16) throws { try element().encode(value) }
-    mutating func encode(_ value: Int32) throws { try element().encode(value) }
-    mutating func encode(_ value: Int64) throws { try element().encode(value) }
-    mutating func encode(_ value: UInt) throws { try element().encode(value) }
-    mutating func encode(_ value: UInt8) throws { try element().encode(value) }
-    mutating func encode(_ value: UInt16) throws { try element().encode(value) }
-    mutating func encode(_ value: UInt32) throws { try element().encode(value) }
-    mutating func encode(_ value: UInt64) throws { try element().encode(value) }
-    mutating func encode<T: Encodable>(_ value: T) throws { try element().encodeValue(value) }
+    /// Encodes one element; when that throws, nothing of it stays in the output.
+    private mutating func encodeElement(_ body: (JSONSlotEncoder) throws -> Void) throws {
+        let (element, mark) = try element()
+        do {
+            try body(element)
+        } catch {
+            slot.output.restore(mark)
+            count -= 1
+            throw error
+        }
+    }
+
+    mutating func encodeNil() throws { try encodeElement { try $0.encodeNil() } }
+    mutating func encode(_ value: Bool) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: String) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Double) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Float) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Int) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Int8) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Int16) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Int32) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: Int64) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: UInt) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: UInt8) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: UInt16) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: UInt32) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode(_ value: UInt64) throws { try encodeElement { try $0.encode(value) } }
+    mutating func encode<T: Encodable>(_ value: T) throws { try encodeElement { try $0.encodeValue(value) } }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         guard let element = try? element() else { return KeyedEncodingContainer(JSONKeyedEncodingContainer<NestedKey>(slot: slot, id: -1)) }
-        return element.container(keyedBy: keyType)
+        return element.slot.container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         guard let element = try? element() else { return JSONUnkeyedEncodingContainer(slot: slot, id: -1) }
-        return element.unkeyedContainer()
+        return element.slot.unkeyedContainer()
     }
 
-    mutating func superEncoder() -> any Encoder { UnsupportedEncoder(codingPath: codingPath) }
+    mutating func superEncoder() -> any Encoder { UnsupportedEncoder(output: slot.output, codingPath: codingPath) }
 }
 
-/// Handed out for `superEncoder()`: every use makes ``PayloadEncoder`` fall back to `JSONEncoder`.
+/// Handed out for `superEncoder()`: asking for it makes ``PayloadEncoder`` fall back to `JSONEncoder`.
 struct UnsupportedEncoder: Encoder {
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(output: JSONOutput, codingPath: [any CodingKey]) {
+        _ = output.giveUp()
+        self.codingPath = codingPath
+    }
+
+    init(codingPath: [any CodingKey]) {
+        self.codingPath = codingPath
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         KeyedEncodingContainer(UnsupportedKeyed<Key>(codingPath: codingPath))

@@ -1,0 +1,144 @@
+import NIOCore
+@testable import PeerKit
+
+// Drives ConnectionStateMachine with a sequence of events read from the fuzz input. Everything the
+// target calls on the machine is in `apply(_:to:)` below, so adapting it to a new API is local:
+//   ConnectionStateMachine(configuration:), .Configuration(localHello:heartbeatInterval:peerTimeout:handshakeTimeout:),
+//   activated(now:), bytesArrived(now:), frameReceived(_:now:), frameRejected(_:),
+//   heartbeat(now:queuedOutboundBytes:readingPaused:), closeRequested(_:), transportFailed(_:),
+//   channelClosed(error:), isOpen, isEnding, remoteHello; Hello(peerID:name:serviceType:discoveryInfo:);
+//   EnvelopeParser.parse.
+//
+// Input: a sequence of events, each one opcode byte then its operands. Time only moves forward
+// (each event advances the clock by an amount from the input). Checks: no crash; the close reason
+// is reported at most once; an ending machine never reopens, sends or establishes; once the socket
+// closed every event is answered with .none; it is established only after a hello.
+
+/// Reads operands off the input.
+struct FuzzInput {
+    var bytes: UnsafeBufferPointer<UInt8>.SubSequence
+
+    mutating func byte() -> UInt8? { bytes.popFirst() }
+
+    /// The next `count` bytes (fewer at the end).
+    mutating func take(_ count: Int) -> ArraySlice<UInt8> {
+        let taken = bytes.prefix(count)
+        bytes = bytes.dropFirst(taken.count)
+        return ArraySlice(taken)
+    }
+}
+
+let serviceType = "_fuzz._tcp"
+let local = Hello(peerID: "local-peer", name: "local", serviceType: serviceType, discoveryInfo: nil)
+let configuration = ConnectionStateMachine.Configuration(
+    localHello: local,
+    heartbeatInterval: .seconds(5),
+    peerTimeout: .seconds(15),
+    handshakeTimeout: .seconds(10)
+)
+
+/// Frame bodies the input can pick by number, so the fuzzer reaches every protocol state quickly.
+let cannedFrames: [String] = [
+    #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"remote-peer","name":"remote","serviceType":"_fuzz._tcp"}}"#,
+    #"{"type":"peerkit.hello","payload":{"protocol":2,"peerID":"remote-peer","name":"remote","serviceType":"_fuzz._tcp"}}"#,
+    #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"local-peer","name":"me","serviceType":"_fuzz._tcp"}}"#,
+    #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"","name":"x","serviceType":"_other._tcp"}}"#,
+    #"{"type":"peerkit.ping","id":"p1","payload":{}}"#,
+    #"{"type":"peerkit.pong","replyTo":"ping-1","payload":{}}"#,
+    #"{"type":"peerkit.bye","payload":{"reason":"done"}}"#,
+    #"{"type":"peerkit.error","payload":{"reason":"no"}}"#,
+    #"{"type":"peerkit.error","replyTo":"r1","payload":{"reason":"no"}}"#,
+    #"{"type":"peerkit.future","payload":[]}"#,
+    #"{"type":"AddItemCommand","id":"r7","payload":{"title":"Milk"}}"#,
+]
+
+/// What the target has seen of one machine's life.
+struct Life {
+    /// Whether the machine reported its close reason (a `.close` or `.reportClosed` action).
+    var reported = false
+    /// Whether the socket closed (`channelClosed`).
+    var socketClosed = false
+}
+
+func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, now: inout NIODeadline, life: inout Life) -> Bool {
+    guard let opcode = input.byte(), let step = input.byte() else { return false }
+    now = now + .milliseconds(Int64(step) * 100)
+    let wasEnding = machine.isEnding
+    let action: ConnectionStateMachine.Action
+    switch opcode % 10 {
+    case 0:
+        action = machine.activated(now: now)
+    case 1, 2:
+        // A frame: a canned one, or the next bytes of the input (length from one byte) when they parse.
+        machine.bytesArrived(now: now)
+        let body: ByteBuffer
+        if opcode % 10 == 1 {
+            body = ByteBuffer(string: cannedFrames[Int(step) % cannedFrames.count])
+        } else {
+            body = ByteBuffer(bytes: input.take(Int(input.byte() ?? 0)))
+        }
+        guard let envelope = try? EnvelopeParser.parse(body) else {
+            action = machine.frameRejected(.malformedEnvelope("fuzz"))
+            break
+        }
+        action = machine.frameReceived(envelope, now: now)
+    case 3:
+        let rejection: WireError
+        switch step % 3 {
+        case 0: rejection = .frameTooLarge(length: Int(step) * 1000, limit: 100)
+        case 1: rejection = .truncatedFrame(bytesLeft: Int(step))
+        default: rejection = .malformedEnvelope("not JSON")
+        }
+        action = machine.frameRejected(rejection)
+    case 4, 5:
+        // Heartbeats, sometimes with an outbox over its limit or with reading paused.
+        let queued = step % 4 == 0 ? Int(step) * 1_000_000 : 0
+        action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0)
+    case 6:
+        action = machine.closeRequested(step % 2 == 0 ? .stopped : .duplicate)
+        precondition(machine.isEnding, "closeRequested left the machine open")
+    case 7:
+        action = machine.transportFailed("fuzz")
+        precondition(machine.isEnding, "transportFailed left the machine open")
+    case 8:
+        action = machine.channelClosed(error: step % 2 == 0 ? nil : "fuzz")
+        precondition(machine.isEnding, "channelClosed left the machine open")
+        life.socketClosed = true
+    default:
+        machine.bytesArrived(now: now)
+        action = .none
+    }
+    switch action {
+    case .close, .reportClosed:
+        precondition(!life.reported, "the machine reported its close reason twice: \(action)")
+        life.reported = true
+    case let .established(hello):
+        precondition(!wasEnding, "an ending machine established a connection")
+        precondition(machine.remoteHello == hello, "established without recording the remote hello")
+    case .renamed, .send:
+        precondition(!wasEnding, "an ending machine answered with \(action)")
+    case .deliver, .none:
+        break
+    }
+    if wasEnding {
+        precondition(machine.isEnding, "an ending machine reopened")
+    }
+    if machine.isEnding {
+        precondition(!machine.isOpen, "a machine is both open and ending")
+    }
+    if life.socketClosed && opcode % 10 != 8 {
+        precondition(action == .none, "a machine whose socket closed answered an event with \(action)")
+    }
+    return true
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzConnectionStateMachine(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    guard let start else { return 0 }
+    var input = FuzzInput(bytes: UnsafeBufferPointer(start: start, count: count)[...])
+    var machine = ConnectionStateMachine(configuration: configuration)
+    var now = NIODeadline.uptimeNanoseconds(1_000_000_000)
+    var life = Life()
+    while apply(&input, to: &machine, now: &now, life: &life) {}
+    return 0
+}

@@ -1,0 +1,40 @@
+import NIOCore
+import NIOEmbedded
+@testable import PeerKit
+
+/// The frame decoder and envelope parser behind it, fed the fuzz input as a byte stream cut into
+/// chunks whose sizes come from the input itself (a frame split anywhere must decode the same).
+///
+/// Input: byte 0 picks the chunk size (1...256), the rest is the stream. Checks: no crash, every
+/// frame handed on is at most the limit, and the decoder either consumes the whole stream or
+/// reports a WireError.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzFrameDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    guard let start, count > 0 else { return 0 }
+    let input = UnsafeBufferPointer(start: start, count: count)
+    let chunkSize = Int(input[0]) + 1
+    let stream = input.dropFirst()
+    let limit = 4096
+    let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: limit)))
+    defer { _ = try? channel.finish() }
+    var offset = stream.startIndex
+    do {
+        while offset < stream.endIndex {
+            let end = min(offset + chunkSize, stream.endIndex)
+            var chunk = channel.allocator.buffer(capacity: end - offset)
+            chunk.writeBytes(UnsafeBufferPointer(rebasing: input[offset..<end]))
+            try channel.writeInbound(chunk)
+            offset = end
+            while let frame = try channel.readInbound(as: ByteBuffer.self) {
+                precondition(frame.readableBytes <= limit, "a frame of \(frame.readableBytes) bytes passed the \(limit)-byte limit")
+                _ = try? EnvelopeParser.parse(frame)
+            }
+        }
+        _ = try channel.finish()
+    } catch is WireError {
+        // Refused: too large, or truncated at the end.
+    } catch {
+        preconditionFailure("the frame decoder threw \(error), which is not a WireError")
+    }
+    return 0
+}

@@ -1,0 +1,86 @@
+/// One payload being decoded: the reader over its bytes, and what the decoders share to keep
+/// decoding linear in the size of the payload.
+///
+/// A keyed or unkeyed container finds its members by skipping over each value. Skipping a nested
+/// container walks all of it, so without help a value nested `d` levels deep would be walked once
+/// by each of its `d` enclosing containers: decoding a deep document would cost its size times its
+/// depth. The document counts the bytes walked that way; once they exceed ``walkBudget(for:)``
+/// (a few times the payload's size, which ordinary payloads never reach), it indexes where every
+/// container ends in one more pass, and from then on a nested container is skipped in one lookup.
+/// So decoding walks each byte a bounded number of times whatever the shape of the payload.
+///
+/// The index holds one entry per container, at most one per two bytes of payload (`[]`), so its
+/// memory is bounded by the frame limit like the payload's own; Foundation's JSONDecoder keeps a
+/// larger entry for every value.
+final class JSONDocument {
+    let reader: JSONReader
+    /// Where each container ends (just past its closing bracket), by where it starts; built on demand.
+    private var containerEnds: [Int: Int]?
+    /// Bytes walked while skipping nested containers before the index exists.
+    private var walkedBytes = 0
+    /// A count of the elementary steps taken (bytes walked, keys compared or hashed), for tests
+    /// that assert decoding is linear in the payload's size without measuring time.
+    private(set) var work = 0
+
+    init(reader: JSONReader) {
+        self.reader = reader
+    }
+
+    /// Nested walking allowed before the container index is built, for a payload of `size` bytes.
+    static func walkBudget(for size: Int) -> Int { 4 * size + 65_536 }
+
+    /// Records `steps` elementary steps of decoding work.
+    func count(_ steps: Int) { work &+= steps }
+
+    /// The offset just past the value starting at `start`, whose syntax was checked before decoding.
+    func valueEnd(at start: Int) throws(JSONSyntaxError) -> Int {
+        switch reader.byte(at: start) {
+        case UInt8(ascii: "{"), UInt8(ascii: "["):
+            if let containerEnds {
+                work &+= 1
+                guard let end = containerEnds[start] else {
+                    throw JSONSyntaxError(reason: "no container starts at offset \(start)")
+                }
+                return end
+            }
+            let end = try reader.skipValue(at: start)
+            walkedBytes += end - start
+            work &+= end - start
+            if walkedBytes > Self.walkBudget(for: reader.bytes.count) {
+                try indexContainers()
+            }
+            return end
+        default:
+            let end = try reader.skipValue(at: start)
+            work &+= end - start
+            return end
+        }
+    }
+
+    /// One pass over the payload recording where each container ends.
+    private func indexContainers() throws(JSONSyntaxError) {
+        var ends: [Int: Int] = [:]
+        var open: [Int] = []
+        var index = 0
+        let bytes = reader.bytes
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                index = try reader.stringEnd(at: index)
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                open.append(index)
+                index += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                guard let start = open.popLast() else {
+                    throw JSONSyntaxError(reason: "an unbalanced bracket at offset \(index)")
+                }
+                index += 1
+                ends[start] = index
+            default:
+                index += 1
+            }
+        }
+        work &+= bytes.count
+        containerEnds = ends
+    }
+}

@@ -1,0 +1,113 @@
+/// The members of one JSON object, found in one pass: each name's byte range and where its value
+/// starts, and for larger objects a hash table from name to member, so every lookup costs the same
+/// however many members the object has.
+///
+/// Names compare as Swift strings compare (canonical equivalence), as in `JSONDecoder`, which keys
+/// its dictionaries by `String`; the first of repeated names wins, as in `JSONDecoder`. Plain ASCII
+/// names without escapes, by far the common case, are compared byte by byte without making strings.
+struct JSONObjectMembers {
+    /// One member: its name (the offsets of its quotes) and where its value starts.
+    struct Member {
+        var nameStart: Int
+        var nameEnd: Int
+        var value: Int
+        /// The name is ASCII without escapes, so its bytes are its text.
+        var isPlain: Bool
+    }
+
+    /// Objects with more members than this get a hash table; smaller ones are searched in order.
+    static let linearSearchLimit = 12
+
+    let document: JSONDocument
+    let members: [Member]
+    /// The index in `members` of the first member of each name; only for larger objects.
+    private let firstByName: [String: Int]?
+
+    /// Indexes the object whose opening brace is at `offset` (its syntax was checked before).
+    init(objectAt offset: Int, in document: JSONDocument) throws(JSONSyntaxError) {
+        self.document = document
+        let reader = document.reader
+        var members: [Member] = []
+        var index = reader.skipWhitespace(from: offset + 1)
+        if reader.byte(at: index) != UInt8(ascii: "}") {
+            while true {
+                let value = reader.skipWhitespace(from: try reader.skipMemberName(at: index))
+                let nameEnd = try reader.stringEnd(at: index)
+                members.append(Member(nameStart: index, nameEnd: nameEnd, value: value, isPlain: Self.isPlain(reader.bytes, index + 1, nameEnd - 1)))
+                document.count(nameEnd - index)
+                index = reader.skipWhitespace(from: try document.valueEnd(at: value))
+                guard reader.byte(at: index) == UInt8(ascii: ",") else { break }
+                index = reader.skipWhitespace(from: index + 1)
+            }
+        }
+        self.members = members
+        if members.count > Self.linearSearchLimit {
+            var table: [String: Int] = [:]
+            table.reserveCapacity(members.count)
+            for (position, member) in members.enumerated() {
+                let name = try reader.string(at: member.nameStart)
+                document.count(member.nameEnd - member.nameStart)
+                if table[name] == nil { table[name] = position }
+            }
+            firstByName = table
+        } else {
+            firstByName = nil
+        }
+    }
+
+    /// Where the value of the first member named `name` starts, or nil.
+    func valueOffset(forName name: String) -> Int? {
+        document.count(1)
+        if let firstByName {
+            return firstByName[name].map { members[$0].value }
+        }
+        var name = name
+        return name.withUTF8 { utf8 -> Int? in
+            let nameIsPlain = Self.isPlain(UnsafeRawBufferPointer(utf8), 0, utf8.count)
+            for member in members where matches(member, utf8, nameIsPlain: nameIsPlain) {
+                return member.value
+            }
+            return nil
+        }
+    }
+
+    /// The distinct names, in the order they first appear.
+    func names() -> [String] {
+        let reader = document.reader
+        var names: [String] = []
+        for (position, member) in members.enumerated() {
+            guard let name = try? reader.string(at: member.nameStart) else { continue }
+            document.count(member.nameEnd - member.nameStart)
+            if let firstByName {
+                if firstByName[name] == position { names.append(name) }
+            } else if !names.contains(name) {
+                names.append(name)
+            }
+        }
+        return names
+    }
+
+    private func matches(_ member: Member, _ name: UnsafeBufferPointer<UInt8>, nameIsPlain: Bool) -> Bool {
+        document.count(1)
+        let reader = document.reader
+        if member.isPlain && nameIsPlain {
+            let length = member.nameEnd - member.nameStart - 2
+            guard length == name.count else { return false }
+            for offset in 0..<length where reader.bytes[member.nameStart + 1 + offset] != name[offset] {
+                return false
+            }
+            return true
+        }
+        // Escapes or non-ASCII text: compare as strings (canonical equivalence, as JSONDecoder does).
+        document.count(member.nameEnd - member.nameStart)
+        return (try? reader.string(at: member.nameStart)) == String(decoding: name, as: UTF8.self)
+    }
+
+    /// Whether `bytes[start..<end]` are ASCII without a backslash.
+    private static func isPlain(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
+        for index in start..<end where bytes[index] >= 0x80 || bytes[index] == UInt8(ascii: "\\") {
+            return false
+        }
+        return true
+    }
+}
