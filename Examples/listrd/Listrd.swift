@@ -4,6 +4,8 @@ import ListrKit
 import Logging
 import PeerKit
 import ServiceLifecycle
+import ToolSupport
+import UnixSignals
 
 /// `listrd`: serves a to-do list to `listrctl` over PeerKit until SIGTERM or SIGINT.
 @main
@@ -13,8 +15,12 @@ struct Listrd: AsyncParsableCommand {
         abstract: "Serve a to-do list to listrctl over PeerKit.",
         discussion: """
         listrd advertises itself through avahi-daemon (DNS-SD) and answers the commands listrctl sends. \
-        Every change is on disk before it is acknowledged. SIGTERM or SIGINT stops it gracefully.
-        """
+        Every change is on disk before it is acknowledged. SIGTERM or SIGINT stops it gracefully. \
+        Under systemd (Type=notify) it tells systemd when it is ready and when it stops.
+
+        \(ExitStatus.help([.success, .usage, .software]))
+        """,
+        version: PeerKitVersion.current
     )
 
     @Option(help: ArgumentHelp("The store file.", valueName: "path"))

@@ -247,7 +247,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")
     arguments.bin = arguments.bin.resolve()
-    node_binary = arguments.bin / "peerkit-node"
+    node_binary = arguments.bin / "peerkit"
     if not os.access(node_binary, os.X_OK):
         print(f"scenarios: {node_binary} is missing; build first with `swift build`.", file=sys.stderr)
         return 1

@@ -155,7 +155,7 @@ public final class PeerTransceiver: Sendable {
         guard let session else { return [] }
         let closed = session.stop()
         pending.failAll(with: PeerKitError.notRunning)
-        hub.publish(.stopped)
+        hub.publishStopped()
         return closed
     }
 
