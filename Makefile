@@ -2,7 +2,14 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all build test demo bench test-lan setup avahi clean
+PREFIX ?= /usr/local
+DESTDIR ?=
+## The configuration `make install` builds; CONFIGURATION=debug installs a debug build.
+CONFIGURATION ?= release
+TOOLS = peerkit listrd listrctl
+MAN_DIR = .build/man
+
+.PHONY: all build test demo bench test-lan setup avahi clean install man docs
 
 all: build
 
@@ -33,6 +40,25 @@ test-lan: setup
 ## make bench: release-build benchmarks with baselines measured in the same run.
 bench: avahi
 	@scripts/bench
+
+## make install PREFIX=/usr/local: the three tools, their man pages and shell completions, and
+## listrd's systemd unit (see Documentation/Listr.md, "Running listrd as a service").
+install: setup man
+	for tool in $(TOOLS); do $(SWIFT) build -c $(CONFIGURATION) --product $$tool $(SWIFT_BUILD_FLAGS) || exit 1; done
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" packaging/install.sh "$$($(SWIFT) build -c $(CONFIGURATION) --show-bin-path $(SWIFT_BUILD_FLAGS))" $(MAN_DIR)
+
+## make man: man pages for the three tools, from their ArgumentParser definitions, in .build/man.
+man: setup
+	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
+	for tool in $(TOOLS); do \
+		$(SWIFT) package --allow-writing-to-directory $(MAN_DIR) generate-manual --product $$tool --output-directory $(MAN_DIR) || exit 1; \
+	done
+
+## make docs: the DocC documentation of PeerKit; fails on any DocC warning.
+docs: setup
+	$(SWIFT) package --allow-writing-to-directory .build/docs generate-documentation --target PeerKit \
+		--warnings-as-errors --output-path .build/docs/PeerKit.doccarchive
+	@echo "DocC archive: .build/docs/PeerKit.doccarchive (preview: swift package --disable-sandbox preview-documentation --target PeerKit)"
 
 clean:
 	rm -rf .build

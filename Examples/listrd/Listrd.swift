@@ -73,7 +73,7 @@ struct Listrd: AsyncParsableCommand {
             itemStore = try ItemStore(persistence: storeFile)
         } catch {
             logger.critical("\(error.description)")
-            throw ExitCode.failure
+            throw ExitStatus.software.exitCode
         }
 
         var configuration = PeerConfiguration(serviceType: serviceType)
@@ -83,8 +83,12 @@ struct Listrd: AsyncParsableCommand {
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = Logger(label: "listrd.peerkit")
 
+        let transceiver = PeerTransceiver(configuration: configuration)
+        // Under systemd (Type=notify): READY=1 once listening, STOPPING=1 on the way out.
+        let readiness = SystemdNotifier(logger: logger).follow(transceiver.events())
+        defer { readiness?.cancel() }
         let service = ListrService(
-            transceiver: PeerTransceiver(configuration: configuration),
+            transceiver: transceiver,
             handler: ListrRequestHandler(store: itemStore),
             storePath: storeFile.path,
             logger: logger
@@ -98,10 +102,10 @@ struct Listrd: AsyncParsableCommand {
             try await group.run()
         } catch let PeerKitError.listenFailed(address, reason) {
             logger.critical("listrd cannot listen on \(address): \(reason). Choose another --port or --listen-host.")
-            throw ExitCode.failure
+            throw ExitStatus.software.exitCode
         } catch {
             logger.critical("listrd stopped: \(error)")
-            throw ExitCode.failure
+            throw ExitStatus.software.exitCode
         }
         withExtendedLifetime(lock) {}  // held until the transceiver stopped
         logger.info("stopped")
