@@ -56,6 +56,7 @@ man: setup
 
 ## make docs: the DocC documentation of PeerKit; fails on any DocC warning.
 docs: setup
+	rm -rf .build/docs/PeerKit.doccarchive && mkdir -p .build/docs
 	$(SWIFT) package --allow-writing-to-directory .build/docs generate-documentation --target PeerKit \
 		--warnings-as-errors --output-path .build/docs/PeerKit.doccarchive
 	@echo "DocC archive: .build/docs/PeerKit.doccarchive (preview: swift package --disable-sandbox preview-documentation --target PeerKit)"
