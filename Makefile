@@ -47,12 +47,12 @@ install: setup man
 	for tool in $(TOOLS); do $(SWIFT) build -c $(CONFIGURATION) --product $$tool $(SWIFT_BUILD_FLAGS) || exit 1; done
 	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" packaging/install.sh "$$($(SWIFT) build -c $(CONFIGURATION) --show-bin-path $(SWIFT_BUILD_FLAGS))" $(MAN_DIR)
 
-## make man: man pages for the three tools, from their ArgumentParser definitions, in .build/man.
+## make man: man pages for the three tools, from their ArgumentParser definitions, in .build/man
+## (argument-parser's generate-manual plugin; it builds the package in $(CONFIGURATION) first).
 man: setup
+	$(SWIFT) package generate-manual --configuration $(CONFIGURATION) $(SWIFT_BUILD_FLAGS)
 	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
-	for tool in $(TOOLS); do \
-		$(SWIFT) package --allow-writing-to-directory $(MAN_DIR) generate-manual --product $$tool --output-directory $(MAN_DIR) || exit 1; \
-	done
+	for tool in $(TOOLS); do cp .build/plugins/GenerateManual/outputs/$$tool/$$tool.1 $(MAN_DIR)/ || exit 1; done
 
 ## make docs: the DocC documentation of PeerKit; fails on any DocC warning.
 docs: setup

@@ -48,8 +48,10 @@ extension Peerkit {
                 throw options.fail(error)
             }
             await StopSignal.wait(seconds: duration)
-            await transceiver.shutdown()
+            // Our own leaving disconnects every peer: that is not news, so stop printing first.
+            printer.cancel()
             await printer.value
+            await transceiver.shutdown()
         }
     }
 }

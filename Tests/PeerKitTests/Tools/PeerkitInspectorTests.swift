@@ -127,3 +127,29 @@ struct PeerkitInspectorTests {
         #expect((first["payload"] as? [String: Any])?["text"] as? String == "all hands")
     }
 }
+
+extension PeerkitInspectorTests {
+    @Test("peerkit browse lists a peer found through avahi-daemon with its TXT record and security mode, and not its own leaving")
+    func browse() async throws {
+        try await AvahiTestSupport.requireDaemon()
+        let serviceType = AvahiTestSupport.randomServiceType()
+        var configuration = PeerConfiguration(serviceType: serviceType)
+        configuration.peerName = "advertised"
+        configuration.listenHost = "127.0.0.1"
+        configuration.discoveryInfo = ["sec": "psk", "role": "store"]
+        let peer = PeerTransceiver(configuration: configuration)
+        try await peer.start()
+        defer { peer.stop() }
+        let result = try await ToolRun.run("peerkit", ["browse", serviceType, "--listen-host", "127.0.0.1", "--json", "--duration", "5"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let lines = ToolRun.jsonLines(result.standardOutput)
+        let found = try #require(lines.first { $0["event"] as? String == "found" }, "\(result.standardOutput)")
+        #expect(found["name"] as? String == "advertised")
+        #expect(found["id"] as? String == peer.peerID)
+        #expect(found["security"] as? String == "psk")
+        #expect((found["info"] as? [String: Any])?["role"] as? String == "store")
+        #expect(lines.contains { $0["event"] as? String == "connected" })
+        // The peer stayed up: the inspector's own shutdown is not reported as the peer leaving.
+        #expect(!lines.contains { $0["event"] as? String == "lost" })
+    }
+}
