@@ -1,4 +1,5 @@
 // swift-tools-version:6.2
+// 6.2: `SendableMetatype` in PeerKit's API, `.strictMemorySafety()` below.
 import PackageDescription
 
 /// Settings that keep the library honest. `StrictMemorySafety` (SE-0458) is not on for PeerKit yet:
@@ -19,6 +20,8 @@ let strictSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "PeerKit",
+    // Linux is where PeerKit is built and tested (Debian, Swift 6.3, Avahi). macOS 15 is the minimum
+    // of the APIs used (Synchronization's Mutex); a macOS build also needs Avahi's client library.
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "PeerKit", targets: ["PeerKit"]),

@@ -20,8 +20,11 @@ public struct Peer: Hashable, Identifiable, Sendable, CustomStringConvertible {
         self.isConnected = isConnected
     }
 
+    /// Two values are the same peer when their peer IDs are equal, whatever their other fields say.
     public static func == (lhs: Peer, rhs: Peer) -> Bool { lhs.id == rhs.id }
+    /// Hashes the peer ID only, as ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
+    /// `peer "NAME" (ID)`, for logs and error messages.
     public var description: String { "peer \"\(name)\" (\(id))" }
 }
