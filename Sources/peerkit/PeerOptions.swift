@@ -6,8 +6,8 @@ import ToolSupport
 
 /// The options every `peerkit` subcommand takes: how the inspector joins the service type.
 struct PeerOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The name other peers see.", valueName: "name"))
-    var name: String = "peerkit on \(PeerConfiguration.defaultPeerName)"
+    @Option(help: ArgumentHelp("The name other peers see (default: \"peerkit on HOST\"; for node, the host name).", valueName: "name"))
+    var name: String?
 
     @Option(help: ArgumentHelp("The address to listen on.", valueName: "address"))
     var listenHost: String = "0.0.0.0"
@@ -51,15 +51,15 @@ struct PeerOptions: ParsableArguments {
     /// The timeout as a `Duration`.
     var timeoutDuration: Duration { .milliseconds(Int64((timeout * 1000).rounded())) }
 
-    /// A transceiver for `serviceType` as these options describe it (not started).
-    func transceiver(serviceType: String) throws -> PeerTransceiver {
+    /// The configuration for `serviceType` as these options describe it.
+    func configuration(serviceType: String) throws -> PeerConfiguration {
         do {
             try ServiceType.validate(serviceType)
         } catch {
             throw ValidationError(error.description)
         }
         var configuration = PeerConfiguration(serviceType: serviceType)
-        configuration.peerName = name
+        configuration.peerName = name ?? "peerkit on \(PeerConfiguration.defaultPeerName)"
         configuration.listenHost = listenHost
         configuration.listenPort = port
         configuration.advertises = advertise
@@ -69,7 +69,12 @@ struct PeerOptions: ParsableArguments {
         var logger = Logger(label: "peerkit") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .critical
         configuration.logger = logger
-        return PeerTransceiver(configuration: configuration)
+        return configuration
+    }
+
+    /// A transceiver for `serviceType` as these options describe it (not started).
+    func transceiver(serviceType: String) throws -> PeerTransceiver {
+        PeerTransceiver(configuration: try configuration(serviceType: serviceType))
     }
 
     /// Waits for the peer named `name`, or for the first peer when `name` is nil.

@@ -24,18 +24,6 @@ extension Peerkit {
         @Argument(help: ArgumentHelp("The DNS-SD service type to join.", valueName: "type"))
         var serviceType: String
 
-        @Option(help: "The name other peers see (default: the host name).")
-        var name: String?
-
-        @Option(help: "The TCP port to listen on (default: any free port).")
-        var port: Int = 0
-
-        @Option(help: "The address to listen on.")
-        var listenHost: String = "0.0.0.0"
-
-        @Option(name: .customLong("static"), help: "Dial HOST:PORT instead of using Avahi (repeatable).")
-        var staticPeers: [String] = []
-
         @Flag(help: "Do not listen or advertise; only dial.")
         var noAdvertise = false
 
@@ -48,36 +36,26 @@ extension Peerkit {
         @Option(help: "Seconds of silence before a peer is disconnected.")
         var peerTimeout: Double?
 
-        @Flag(help: "Log PeerKit's debug messages to standard error.")
-        var verbose = false
+        @OptionGroup var options: PeerOptions
 
         mutating func validate() throws {
-            for entry in staticPeers where PeerEndpoint(entry) == nil {
-                throw ValidationError("\"\(entry)\" is not HOST:PORT; write for example --static 127.0.0.1:7000.")
-            }
             for entry in info where !entry.contains("=") {
                 throw ValidationError("\"\(entry)\" is not KEY=VALUE; write for example --info role=store.")
             }
         }
 
         func run() async throws {
-            var configuration = PeerConfiguration(serviceType: serviceType)
-            if let name { configuration.peerName = name }
-            configuration.listenPort = port
-            configuration.listenHost = listenHost
+            // A node is a peer like any other: it advertises unless told not to, under the host name.
+            var configuration = try options.configuration(serviceType: serviceType)
+            configuration.peerName = options.name ?? PeerConfiguration.defaultPeerName
             configuration.advertises = !noAdvertise
-            if !staticPeers.isEmpty {
-                configuration.discovery = .staticPeers(staticPeers.compactMap(PeerEndpoint.init))
-            }
             for entry in info {
                 let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 configuration.discoveryInfo[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
             }
             if let heartbeatInterval { configuration.heartbeatInterval = .milliseconds(Int(heartbeatInterval * 1000)) }
             if let peerTimeout { configuration.peerTimeout = .milliseconds(Int(peerTimeout * 1000)) }
-            var logger = Logger(label: "peerkit.node") { StreamLogHandler.standardError(label: $0) }
-            logger.logLevel = verbose ? .debug : .warning
-            configuration.logger = logger
+            configuration.logger.logLevel = options.verbose ? .debug : .warning
 
             let (commands, signalSources) = NodeCommand.stream()
             defer { withExtendedLifetime(signalSources) {} }

@@ -52,6 +52,17 @@ struct PeerkitInspectorTests {
         #expect((line["rttMilliseconds"] as? Double ?? -1) >= 0)
     }
 
+    @Test("peerkit's options work before the subcommand too")
+    func optionsBeforeSubcommand() async throws {
+        let serviceType = randomServiceType()
+        let peer = try await responder(serviceType)
+        defer { peer.stop() }
+        let result = try await ToolRun.run("peerkit", ["--static", try endpoint(of: peer).description, "--listen-host", "127.0.0.1", "--json", "--timeout", "20", "request", serviceType, "test.Greeting", #"{"name":"Bo"}"#])
+        #expect(result.status == 0, "\(result.standardError)")
+        let line = try #require(ToolRun.jsonLines(result.standardOutput).first, "\(result.standardOutput)")
+        #expect((line["payload"] as? [String: Any])?["text"] as? String == "hello, Bo")
+    }
+
     @Test("peerkit request ends with status 1 and the peer's reason when the peer answers with an error")
     func requestRefused() async throws {
         let serviceType = randomServiceType()
