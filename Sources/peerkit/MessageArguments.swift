@@ -7,7 +7,7 @@ struct MessageArguments: ParsableArguments {
     @Argument(help: ArgumentHelp("The DNS-SD service type, for example listrctl.", valueName: "type"))
     var serviceType: String
 
-    @Argument(help: ArgumentHelp("The message's wire key, for example com.example.listr.AddItemCommand.", valueName: "key"))
+    @Argument(help: ArgumentHelp("The message's wire key, for example AddItemCommand (a type name, or its PeerMessage.messageType).", valueName: "key"))
     var key: String
 
     @Argument(help: ArgumentHelp("The payload as JSON text, for example '{\"title\":\"Milk\"}'.", valueName: "json"))
