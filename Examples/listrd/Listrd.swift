@@ -107,6 +107,9 @@ struct Listrd: AsyncParsableCommand {
             logger.critical("listrd stopped: \(error)")
             throw ExitStatus.software.exitCode
         }
+        // The transceiver stopped, so the event stream finished: wait until STOPPING=1 is sent
+        // rather than exiting before it is.
+        await readiness?.value
         withExtendedLifetime(lock) {}  // held until the transceiver stopped
         logger.info("stopped")
     }
