@@ -21,7 +21,8 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "PeerKit",
     // Linux is where PeerKit is built and tested (Debian, Swift 6.3, Avahi). macOS 15 is the minimum
-    // of the APIs used (Synchronization's Mutex); a macOS build also needs Avahi's client library.
+    // of the APIs used (Synchronization's Atomic and Mutex); a macOS build also needs Avahi's client
+    // library (untested).
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "PeerKit", targets: ["PeerKit"]),
