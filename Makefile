@@ -2,7 +2,14 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: all build test demo bench stress test-lan setup avahi clean fuzz fuzz-smoke
+PREFIX ?= /usr/local
+DESTDIR ?=
+## The configuration `make install` builds; CONFIGURATION=debug installs a debug build.
+CONFIGURATION ?= release
+TOOLS = peerkit listrd listrctl
+MAN_DIR = .build/man
+
+.PHONY: all build test demo bench stress test-lan setup avahi clean fuzz fuzz-smoke install man docs
 
 all: build
 
@@ -30,7 +37,7 @@ test-lan: setup
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	@scripts/lan-test "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
 
-## make stress: 64 peerkit-node processes in a full mesh, one broadcasting 1,000 messages, in debug and release builds.
+## make stress: 64 `peerkit node` processes in a full mesh, one broadcasting 1,000 messages, in debug and release builds.
 stress: setup
 	@scripts/stress
 
@@ -46,6 +53,26 @@ fuzz:
 
 fuzz-smoke:
 	@scripts/fuzz smoke
+
+## make install PREFIX=/usr/local: the three tools, their man pages and shell completions, and
+## listrd's systemd unit (see Documentation/Listr.md, "Running listrd as a service").
+install: setup man
+	for tool in $(TOOLS); do $(SWIFT) build -c $(CONFIGURATION) --product $$tool $(SWIFT_BUILD_FLAGS) || exit 1; done
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" packaging/install.sh "$$($(SWIFT) build -c $(CONFIGURATION) --show-bin-path $(SWIFT_BUILD_FLAGS))" $(MAN_DIR)
+
+## make man: man pages for the three tools, from their ArgumentParser definitions, in .build/man
+## (argument-parser's generate-manual plugin; it builds the package in $(CONFIGURATION) first).
+man: setup
+	$(SWIFT) package generate-manual --configuration $(CONFIGURATION) $(SWIFT_BUILD_FLAGS)
+	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
+	for tool in $(TOOLS); do cp .build/plugins/GenerateManual/outputs/$$tool/$$tool.1 $(MAN_DIR)/ || exit 1; done
+
+## make docs: the DocC documentation of PeerKit; fails on any DocC warning.
+docs: setup
+	rm -rf .build/docs/PeerKit.doccarchive && mkdir -p .build/docs
+	$(SWIFT) package --allow-writing-to-directory .build/docs generate-documentation --target PeerKit \
+		--warnings-as-errors --output-path .build/docs/PeerKit.doccarchive
+	@echo "DocC archive: .build/docs/PeerKit.doccarchive (preview: swift package --disable-sandbox preview-documentation --target PeerKit)"
 
 clean:
 	rm -rf .build .build-fuzz

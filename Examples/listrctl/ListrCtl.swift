@@ -1,4 +1,6 @@
 import ArgumentParser
+import PeerKit
+import ToolSupport
 
 /// `listrctl`: drives a running `listrd` from the command line.
 @main
@@ -8,11 +10,18 @@ struct ListrCtl: AsyncParsableCommand {
         abstract: "Control a listrd to-do list from the command line.",
         discussion: """
         listrctl finds listrd through avahi-daemon (DNS-SD service type "listrctl" unless --service-type says \
-        otherwise), sends it one command, prints the answer and exits.
+        otherwise), sends it one command, prints the answer and exits. The options below go before or after \
+        the subcommand: "listrctl --connect 127.0.0.1:7000 item list" and "listrctl item list --connect \
+        127.0.0.1:7000" are the same.
 
-        Exit status: 0 when the command was done; 1 when listrd refused it; 66 when the input file cannot be \
-        read; 69 when no single listrd answered; 73 when the output file cannot be written; 64 for a usage error.
+        \(ExitStatus.help([.success, .refused, .usage, .noInput, .unavailable, .cannotCreate]))
         """,
+        version: PeerKitVersion.current,
         subcommands: [Item.self, Store.self]
     )
+
+    /// The options every subcommand takes, accepted here too so that they may come before the
+    /// subcommand: ArgumentParser parses this group leniently over the whole command line, and the
+    /// subcommands' `@OptionGroup var options: ClientOptions` receive the same value.
+    @OptionGroup var options: ClientOptions
 }

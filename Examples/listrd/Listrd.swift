@@ -4,6 +4,8 @@ import ListrKit
 import Logging
 import PeerKit
 import ServiceLifecycle
+import ToolSupport
+import UnixSignals
 
 /// `listrd`: serves a to-do list to `listrctl` over PeerKit until SIGTERM or SIGINT.
 @main
@@ -13,8 +15,12 @@ struct Listrd: AsyncParsableCommand {
         abstract: "Serve a to-do list to listrctl over PeerKit.",
         discussion: """
         listrd advertises itself through avahi-daemon (DNS-SD) and answers the commands listrctl sends. \
-        Every change is on disk before it is acknowledged. SIGTERM or SIGINT stops it gracefully.
-        """
+        Every change is on disk before it is acknowledged. SIGTERM or SIGINT stops it gracefully. \
+        Under systemd (Type=notify) it tells systemd when it is ready and when it stops.
+
+        \(ExitStatus.help([.success, .usage, .software]))
+        """,
+        version: PeerKitVersion.current
     )
 
     @Option(help: ArgumentHelp("The store file.", valueName: "path"))
@@ -67,7 +73,7 @@ struct Listrd: AsyncParsableCommand {
             itemStore = try ItemStore(persistence: storeFile)
         } catch {
             logger.critical("\(error.description)")
-            throw ExitCode.failure
+            throw ExitStatus.software.exitCode
         }
 
         var configuration = PeerConfiguration(serviceType: serviceType)
@@ -77,8 +83,12 @@ struct Listrd: AsyncParsableCommand {
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = Logger(label: "listrd.peerkit")
 
+        let transceiver = PeerTransceiver(configuration: configuration)
+        // Under systemd (Type=notify): READY=1 once listening, STOPPING=1 on the way out.
+        let readiness = SystemdNotifier(logger: logger).follow(transceiver.events())
+        defer { readiness?.cancel() }
         let service = ListrService(
-            transceiver: PeerTransceiver(configuration: configuration),
+            transceiver: transceiver,
             handler: ListrRequestHandler(store: itemStore),
             storePath: storeFile.path,
             logger: logger
@@ -92,11 +102,14 @@ struct Listrd: AsyncParsableCommand {
             try await group.run()
         } catch let PeerKitError.listenFailed(address, reason) {
             logger.critical("listrd cannot listen on \(address): \(reason). Choose another --port or --listen-host.")
-            throw ExitCode.failure
+            throw ExitStatus.software.exitCode
         } catch {
             logger.critical("listrd stopped: \(error)")
-            throw ExitCode.failure
+            throw ExitStatus.software.exitCode
         }
+        // The transceiver stopped, so the event stream finished: wait until STOPPING=1 is sent
+        // rather than exiting before it is.
+        await readiness?.value
         withExtendedLifetime(lock) {}  // held until the transceiver stopped
         logger.info("stopped")
     }

@@ -51,6 +51,7 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The transceiver is not running.
     case notRunning
 
+    /// The error as a sentence naming the values involved: what happened and what to do.
     public var description: String {
         switch self {
         case let .invalidServiceType(type, reason):

@@ -42,7 +42,7 @@ class Harness:
     # MARK: Helpers
 
     def node(self, host: str, service_type: str, name: str, *extra: str) -> Node:
-        node = Node(self.lan, host, self.bin_dir / "peerkit-node", service_type, name, self.log_dir, extra)
+        node = Node(self.lan, host, self.bin_dir / "peerkit", service_type, name, self.log_dir, extra)
         self.nodes.append(node)
         return node
 

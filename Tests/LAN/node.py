@@ -1,4 +1,4 @@
-"""One `peerkit-node` process on one simulated host: its JSON-line events, timestamped on arrival, and its stdin."""
+"""One `peerkit node` process on one simulated host: its JSON-line events, timestamped on arrival, and its stdin."""
 
 import json
 import signal
@@ -17,7 +17,7 @@ class Event(dict):
 
 
 class Node:
-    """Starts `peerkit-node` inside `host` and keeps everything it reports.
+    """Starts `peerkit node` inside `host` and keeps everything it reports.
 
     Events are timestamped by a reader thread as they arrive, so measured figures do not depend on how often the
     scenario polls. Waits always take a cursor (`mark()`), so an event from before the step under test never counts.
@@ -31,7 +31,7 @@ class Node:
         self.events: list = []
         self.peer_id = None
         self._lock = threading.Lock()
-        argv = [str(binary), "--service-type", service_type, "--name", name, *extra]
+        argv = [str(binary), "node", service_type, "--name", name, *extra]
         self.stderr_path = log_dir / f"{name}-{host}-{time.monotonic_ns()}.stderr"
         self.started_at = time.monotonic()
         with open(self.stderr_path, "w") as stderr:

@@ -202,7 +202,9 @@ class Scenarios(Harness):
         attempts = []
         threading.Thread(target=lambda: [attempts.append(time.monotonic()) for _ in server.stdout], daemon=True).start()
         self.publish(self.a, "unreachable", service_type, int(port_line), f"peerid=unreachable-{service_type}")
-        node = self.node(self.b, service_type, "B")
+        # The default back-off (0.5 s doubling to 30 s) needs minutes to reach its cap; the node is told to
+        # cap at 2 s so that ten dials show the growth, the cap and the jitter within a minute.
+        node = self.node(self.b, service_type, "B", "--reconnect-initial", "0.5", "--reconnect-maximum", "2")
         node.wait_started()
         wait_until(lambda: len(attempts) >= 3, EVENTUALLY, "B dialling the unreachable peer")
         cpu = self.idle_cpu([node])
@@ -247,7 +249,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")
     arguments.bin = arguments.bin.resolve()
-    node_binary = arguments.bin / "peerkit-node"
+    node_binary = arguments.bin / "peerkit"
     if not os.access(node_binary, os.X_OK):
         print(f"scenarios: {node_binary} is missing; build first with `swift build`.", file=sys.stderr)
         return 1

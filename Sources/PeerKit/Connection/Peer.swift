@@ -20,7 +20,9 @@ public struct Peer: Hashable, Identifiable, Sendable, CustomStringConvertible {
         self.isConnected = isConnected
     }
 
+    /// Two values are the same peer when their peer IDs are equal, whatever their other fields say.
     public static func == (lhs: Peer, rhs: Peer) -> Bool { lhs.id == rhs.id }
+    /// Hashes the peer ID only, as ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 
     /// `peer "Kitchen" (5F0C…)`, with control characters in the name escaped (it comes from the network).

@@ -28,6 +28,7 @@ public struct DiscoveryRequest: Sendable, Hashable {
     /// TXT record pairs to advertise: `peerid`, `proto` and the user's discovery info.
     public var txtRecord: [String: String]
 
+    /// A request to advertise (when `port` is set) and browse `serviceType` as `peerName`.
     public init(serviceType: String, peerID: String, peerName: String, port: Int?, txtRecord: [String: String]) {
         self.serviceType = serviceType
         self.peerID = peerID
@@ -51,6 +52,7 @@ public struct DiscoveredService: Sendable, Hashable {
     /// The TXT record as unordered key/value pairs.
     public var txtRecord: [String: String]
 
+    /// A service as a discovery backend reports it.
     public init(key: String, name: String, peerID: String?, endpoints: [PeerEndpoint], txtRecord: [String: String]) {
         self.key = key
         self.name = name
@@ -105,6 +107,7 @@ public struct PeerEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.init(host: String(hostPart), port: port)
     }
 
+    /// `HOST:PORT`; an IPv6 host is written in brackets, as in `[::1]:7000`.
     public var description: String {
         host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }

@@ -11,6 +11,7 @@ public final class StaticDiscovery: PeerDiscovery {
         self.endpoints = endpoints
     }
 
+    /// Reports every endpoint as a service at once; nothing is advertised.
     public func start(_ request: DiscoveryRequest, onEvent: @escaping @Sendable (DiscoveryEvent) -> Void) {
         for endpoint in endpoints {
             onEvent(.found(DiscoveredService(
@@ -23,5 +24,6 @@ public final class StaticDiscovery: PeerDiscovery {
         }
     }
 
+    /// Does nothing: there is nothing to withdraw.
     public func stop() {}
 }

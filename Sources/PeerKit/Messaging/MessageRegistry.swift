@@ -9,7 +9,11 @@ final class MessageRegistry: Sendable {
         let handle: @Sendable (_ payload: ByteBuffer, _ sender: Peer) async throws -> EncodedMessage?
     }
 
+    /// What handles a wire key that has no handler of its own: the key, the payload, the sender.
+    typealias Fallback = @Sendable (_ type: String, _ payload: ByteBuffer, _ sender: Peer) async -> Void
+
     private let handlers = NIOLockedValueBox<[String: Handler]>([:])
+    private let fallback = NIOLockedValueBox<Fallback?>(nil)
 
     /// Registers `handler` for `type`, replacing any earlier one.
     func register(_ type: String, _ handler: Handler) {
@@ -21,8 +25,18 @@ final class MessageRegistry: Sendable {
         handlers.withLockedValue { $0[type] = nil }
     }
 
-    /// The handler for `type`.
+    /// Sets (or, with nil, removes) the handler of wire keys that have none of their own.
+    func setFallback(_ fallback: Fallback?) {
+        self.fallback.withLockedValue { $0 = fallback }
+    }
+
+    /// The handler for `type`: its own, else the fallback, else nil.
     func handler(for type: String) -> Handler? {
-        handlers.withLockedValue { $0[type] }
+        if let handler = handlers.withLockedValue({ $0[type] }) { return handler }
+        guard let fallback = fallback.withLockedValue({ $0 }) else { return nil }
+        return Handler { payload, sender in
+            await fallback(type, payload, sender)
+            return nil
+        }
     }
 }

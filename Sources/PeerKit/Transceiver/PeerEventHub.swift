@@ -33,6 +33,20 @@ final class PeerEventHub: Sendable {
         }
     }
 
+    /// Delivers ``PeerEvent/stopped`` and then finishes every subscriber's stream: a stream
+    /// belongs to one run of the transceiver. The closures keep working across restarts.
+    func publishStopped() {
+        callbackContinuation.yield(.stopped)
+        let ending = subscribers.withLockedValue { subscribers in
+            defer { subscribers.removeAll() }
+            return Array(subscribers.values)
+        }
+        for subscriber in ending {
+            subscriber.yield(.stopped)
+            subscriber.finish()
+        }
+    }
+
     /// A new stream of every event published from now on.
     func subscribe() -> AsyncStream<PeerEvent> {
         let id = UUID()

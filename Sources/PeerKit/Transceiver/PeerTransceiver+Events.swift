@@ -34,7 +34,10 @@ extension PeerTransceiver {
     /// A new stream of everything that happens to the transceiver from now on.
     ///
     /// Each call makes a new subscription; events are delivered to every subscription in the
-    /// order they happened. The stream ends when the transceiver is deallocated.
+    /// order they happened. Events published before the call are not replayed: subscribe before
+    /// ``start()`` to see ``PeerEvent/started(port:)``. The stream finishes after delivering
+    /// ``PeerEvent/stopped`` when the transceiver stops (``stop()`` or ``shutdown()``), or when
+    /// the transceiver is deallocated; after a restart, call `events()` again.
     ///
     /// ```swift
     /// for await event in transceiver.events() {

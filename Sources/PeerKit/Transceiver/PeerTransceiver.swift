@@ -29,7 +29,7 @@ import Synchronization
 ///
 /// A transceiver advertises itself (unless ``PeerConfiguration/advertises`` is false), browses for
 /// peers of its service type, connects to each, and keeps exactly one connection per peer. Peers of
-/// other service types are never connected. Handlers registered with ``receive(_:using:)-8x1k0``
+/// other service types are never connected. Handlers registered with ``receive(_:using:)-(_,(T,Peer)->Void)``
 /// and ``respond(to:using:)`` run one at a time, in the order messages arrived, off the event loops.
 public final class PeerTransceiver: Sendable {
     /// The configuration the transceiver was made with.
@@ -178,7 +178,7 @@ public final class PeerTransceiver: Sendable {
         guard let session else { return [] }
         let closed = session.stop()
         pending.failAll(with: PeerKitError.notRunning)
-        hub.publish(.stopped)
+        hub.publishStopped()
         return closed
     }
 

@@ -35,7 +35,7 @@ struct ListrWithoutDiscoveryTests {
             name: "listrd"
         )
         let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
-        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.exit == .status(70), "\(result)")
         #expect(result.stderr.contains("The file \(path) is not a Listr store"), "\(result)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("my notes\n".utf8))
     }
@@ -50,7 +50,7 @@ struct ListrWithoutDiscoveryTests {
             name: "second listrd"
         )
         let result = try await second.waitForExit(timeout: ListrFixture.deadline)
-        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.exit == .status(70), "\(result)")
         #expect(result.stderr.contains("The store file \(world.path("store.json")) is in use by another listrd."), "\(result)")
         let added = try await world.ctl("item", "add", "Milk", "--connect", "127.0.0.1:\(port)")
         #expect(added.exit == .status(0), "\(added)")
@@ -77,7 +77,7 @@ struct ListrWithoutDiscoveryTests {
             name: "second listrd"
         )
         let result = try await second.waitForExit(timeout: ListrFixture.deadline)
-        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.exit == .status(70), "\(result)")
         #expect(result.stderr.contains("listrd cannot listen on 127.0.0.1:\(port)"), "\(result)")
         #expect(result.stderr.contains("Choose another --port or --listen-host."), "\(result)")
     }

@@ -5,7 +5,7 @@ import Testing
 
 extension DiscoveryTests {
     /// What Avahi discovery does when avahi-daemon is missing, appears later, or restarts, seen
-    /// through `peerkit-node` processes.
+    /// through `peerkit node` processes.
     ///
     /// libdbus reads `DBUS_SYSTEM_BUS_ADDRESS` once per process, when it first connects, and Avahi
     /// offers no other way to choose the bus; so these tests run PeerKit in child processes whose
@@ -17,7 +17,7 @@ extension DiscoveryTests {
     struct AvahiDaemonFailureTests {
         @Test func anUnreachableDaemonIsReportedAtOnceWithWhatToDo() async throws {
             let type = AvahiTestSupport.randomServiceType()
-            let node = try NodeProcess(arguments: ["--service-type", type, "--name", "lonely", "--listen-host", "127.0.0.1"],
+            let node = try NodeProcess(arguments: [type, "--name", "lonely", "--listen-host", "127.0.0.1"],
                                        environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=/nonexistent/peerkit-no-bus"])
             defer { node.terminate() }
             let error = try await node.next("error", within: 10)
@@ -39,7 +39,7 @@ extension DiscoveryTests {
             let daemon = try PrivateAvahiDaemon()
             let type = AvahiTestSupport.randomServiceType()
             let environment = ["DBUS_SYSTEM_BUS_ADDRESS": daemon.busAddress]
-            let arguments = ["--service-type", type, "--listen-host", "127.0.0.1"]
+            let arguments = [type, "--listen-host", "127.0.0.1"]
             let survivor = try NodeProcess(arguments: arguments + ["--name", "survivor"], environment: environment)
             defer { survivor.terminate() }
             let port = try #require(try await survivor.next("started")["port"] as? String)

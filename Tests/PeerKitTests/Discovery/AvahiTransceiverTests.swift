@@ -55,9 +55,9 @@ extension DiscoveryTests {
             try await AvahiTestSupport.requireDaemon()
             let type = AvahiTestSupport.randomServiceType()
             // No --static: each node advertises and browses through the shared loopback daemon.
-            let alpha = try NodeProcess(arguments: ["--service-type", type, "--name", "alpha"])
+            let alpha = try NodeProcess(arguments: [type, "--name", "alpha"])
             defer { alpha.terminate() }
-            let bravo = try NodeProcess(arguments: ["--service-type", type, "--name", "bravo"])
+            let bravo = try NodeProcess(arguments: [type, "--name", "bravo"])
             defer { bravo.terminate() }
             _ = try await alpha.next("peerConnected", ["peer.name": "bravo"])
             _ = try await bravo.next("peerConnected", ["peer.name": "alpha"])

@@ -13,20 +13,20 @@ func binaryDirectory() -> URL {
         .appendingPathComponent(".build/debug")
 }
 
-/// A `peerkit-node` process whose JSON lines the test reads and whose stdin it writes.
+/// A `peerkit node` process whose JSON lines the test reads and whose stdin it writes.
 final class NodeProcess: Sendable {
     let process: Process
     private let input: FileHandle
     let lines: AsyncStream<[String: any Sendable]>
 
     init(arguments: [String], environment: [String: String] = [:]) throws {
-        let executable = binaryDirectory().appendingPathComponent("peerkit-node")
+        let executable = binaryDirectory().appendingPathComponent("peerkit")
         guard FileManager.default.isExecutableFile(atPath: executable.path) else {
-            throw TimedOut(what: "peerkit-node at \(executable.path); build it with `swift build` (make test does)")
+            throw TimedOut(what: "peerkit at \(executable.path); build it with `swift build` (make test does)")
         }
         let process = Process()
         process.executableURL = executable
-        process.arguments = arguments
+        process.arguments = ["node"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let stdin = Pipe(), stdout = Pipe()
         process.standardInput = stdin
@@ -75,11 +75,11 @@ final class NodeProcess: Sendable {
     /// The first line whose `event` is `event` and whose keys match `fields`.
     func next(_ event: String, _ fields: [String: String] = [:], within seconds: Double = 20) async throws -> [String: any Sendable] {
         let lines = lines
-        return try await within(seconds, "peerkit-node to print \(event) \(fields)") {
+        return try await within(seconds, "peerkit node to print \(event) \(fields)") {
             for await line in lines where (line["event"] as? String) == event {
                 if fields.allSatisfy({ (line[$0.key] as? String) == $0.value }) { return line }
             }
-            throw TimedOut(what: "\(event) (peerkit-node exited)")
+            throw TimedOut(what: "\(event) (peerkit node exited)")
         }
     }
 
@@ -90,12 +90,12 @@ final class NodeProcess: Sendable {
     }
 }
 
-/// What peerkit-node sends and prints.
+/// What `peerkit node` sends and prints.
 struct NodeMessage: Codable, Sendable, Equatable { var text: String }
 
 @Suite("Two processes")
 struct CrossProcessTests {
-    @Test("a transceiver and a peerkit-node process exchange messages both ways over TCP")
+    @Test("a transceiver and a `peerkit node` process exchange messages both ways over TCP")
     func exchange() async throws {
         let serviceType = randomServiceType()
         let local = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "test-process"))
@@ -104,7 +104,7 @@ struct CrossProcessTests {
         let inbox = Inbox<String>()
         local.receive(NodeMessage.self) { message, sender in inbox.put("\(sender.name): \(message.text)") }
 
-        let node = try NodeProcess(arguments: ["--service-type", serviceType, "--name", "node", "--listen-host", "127.0.0.1", "--static", try endpoint(of: local).description])
+        let node = try NodeProcess(arguments: [serviceType, "--name", "node", "--listen-host", "127.0.0.1", "--static", try endpoint(of: local).description])
         defer { node.terminate() }
         _ = try await node.next("peerConnected", ["peer.name": "test-process"])
         let peer = try await local.waitForPeer(timeout: .seconds(20)) { $0.name == "node" }

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 
-/// The commands peerkit-node reads from standard input, and the signals that stop it.
-enum Commands: Sendable {
+/// The commands `peerkit node` reads from standard input, and the signals that stop it.
+enum NodeCommand: Sendable {
     case broadcast(String)
     case peers
     case quit
@@ -23,11 +23,11 @@ enum Commands: Sendable {
 
     /// Lines of standard input as commands; `quit` at end of input, SIGTERM or SIGINT. The
     /// continuation lets others add commands; keep the signal sources alive while reading.
-    static func stream() -> ((stream: AsyncStream<Commands>, continuation: AsyncStream<Commands>.Continuation), [any DispatchSourceSignal]) {
-        let (stream, continuation) = AsyncStream.makeStream(of: Commands.self)
+    static func stream() -> ((stream: AsyncStream<NodeCommand>, continuation: AsyncStream<NodeCommand>.Continuation), [any DispatchSourceSignal]) {
+        let (stream, continuation) = AsyncStream.makeStream(of: NodeCommand.self)
         let reader = Thread {
             while let line = readLine() {
-                continuation.yield(Commands(line: line))
+                continuation.yield(NodeCommand(line: line))
             }
             continuation.yield(.quit)
         }

@@ -1,0 +1,102 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PeerKit
+import ToolSupport
+
+/// The options every `peerkit` subcommand takes: how the inspector joins the service type.
+struct PeerOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The name other peers see (default: \"peerkit on HOST\"; for node, the host name).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("The address to listen on.", valueName: "address"))
+    var listenHost: String = "0.0.0.0"
+
+    @Option(help: ArgumentHelp("The TCP port to listen on; 0 picks a free one.", valueName: "port"))
+    var port: Int = 0
+
+    @Option(
+        name: .customLong("static"),
+        help: ArgumentHelp("Dial HOST:PORT instead of discovering peers through avahi-daemon; repeatable.", valueName: "host:port")
+    )
+    var staticPeers: [String] = []
+
+    @Flag(help: "Advertise the inspector through DNS-SD too, so that it shows in other peers' lists.")
+    var advertise = false
+
+    @Option(help: ArgumentHelp("Seconds to wait for a peer, and then for its answer.", valueName: "seconds"))
+    var timeout: Double = 5
+
+    @Flag(help: "Print one JSON object per line instead of text.")
+    var json = false
+
+    @Flag(help: "Log what PeerKit does to standard error.")
+    var verbose = false
+
+    // TODO(lead): add --key-file PATH and --insecure as listrd/listrctl have them, once
+    // `PeerConfiguration.security` exists (the security branch); this branch has no such API.
+
+    func validate() throws {
+        for entry in staticPeers where PeerEndpoint(entry) == nil {
+            throw ValidationError("\"\(entry)\" is not HOST:PORT; write for example --static 127.0.0.1:7000.")
+        }
+        guard (0...65535).contains(port) else {
+            throw ValidationError("The port \(port) is not between 0 and 65535.")
+        }
+        guard timeout > 0, timeout <= 3600 else {
+            throw ValidationError("The timeout \(timeout) is not between 0 and 3600 seconds.")
+        }
+    }
+
+    /// The timeout as a `Duration`.
+    var timeoutDuration: Duration { .milliseconds(Int64((timeout * 1000).rounded())) }
+
+    /// The configuration for `serviceType` as these options describe it.
+    func configuration(serviceType: String) throws -> PeerConfiguration {
+        do {
+            try ServiceType.validate(serviceType)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        var configuration = PeerConfiguration(serviceType: serviceType)
+        configuration.peerName = name ?? "peerkit on \(PeerConfiguration.defaultPeerName)"
+        configuration.listenHost = listenHost
+        configuration.listenPort = port
+        configuration.advertises = advertise
+        if !staticPeers.isEmpty {
+            configuration.discovery = .staticPeers(staticPeers.compactMap(PeerEndpoint.init))
+        }
+        var logger = Logger(label: "peerkit") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .critical
+        configuration.logger = logger
+        return configuration
+    }
+
+    /// A transceiver for `serviceType` as these options describe it (not started).
+    func transceiver(serviceType: String) throws -> PeerTransceiver {
+        PeerTransceiver(configuration: try configuration(serviceType: serviceType))
+    }
+
+    /// Waits for the peer named `name`, or for the first peer when `name` is nil.
+    func peer(named name: String?, on transceiver: PeerTransceiver) async throws -> Peer {
+        try await transceiver.waitForPeer(timeout: timeoutDuration) { peer in name.map { peer.name == $0 } ?? true }
+    }
+
+    /// Prints `error` to standard error and returns the exit status for it.
+    func fail(_ error: any Error) -> ExitCode {
+        let status: ExitStatus
+        switch error {
+        case PeerKitError.remoteError: status = .refused
+        case PeerKitError.listenFailed, PeerKitError.invalidDiscoveryInfo: status = .software
+        case let error as ExitCode: return error
+        default: status = .unavailable
+        }
+        let text = "\(error)"
+        if json {
+            Output.line(["error": text], to: .standardError)
+        } else {
+            FileHandle.standardError.write(Data("peerkit: \(text)\n".utf8))
+        }
+        return status.exitCode
+    }
+}

@@ -1,0 +1,57 @@
+import ArgumentParser
+import PeerKit
+
+extension Peerkit {
+    /// `peerkit tail TYPE`: every message as it arrives.
+    struct Tail: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print every message sent to the inspector as it arrives: sender, wire key and JSON.",
+            discussion: """
+            The inspector dials every peer of the type, so it receives what they broadcast and what they \
+            send to it. Requests sent to it are printed and not answered (the requester times out). \
+            Stops on SIGINT, SIGTERM or after --duration.
+            """
+        )
+
+        @Argument(help: ArgumentHelp("The DNS-SD service type, for example listrctl.", valueName: "type"))
+        var serviceType: String
+
+        @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
+        var duration: Double?
+
+        @OptionGroup var options: PeerOptions
+
+        func run() async throws {
+            let transceiver = try options.transceiver(serviceType: serviceType)
+            let json = options.json
+            transceiver.receiveUnhandled { message, sender in
+                if json {
+                    Output.line(["from": sender.name, "fromID": sender.id, "type": message.type, "payload": Output.value(ofJSON: message.json)])
+                } else {
+                    Output.text("\(sender.name): \(message.type) \(message.json)")
+                }
+            }
+            let events = transceiver.events()
+            let printer = Task {
+                for await event in events {
+                    switch event {
+                    case .peerConnected, .peerDisconnected, .error:
+                        if json { Output.line(["event": event.description]) } else { Output.text("# \(event)") }
+                    default:
+                        continue
+                    }
+                }
+            }
+            do {
+                try await transceiver.start()
+            } catch {
+                throw options.fail(error)
+            }
+            await StopSignal.wait(seconds: duration)
+            // Our own leaving disconnects every peer: that is not news, so stop printing first.
+            printer.cancel()
+            await printer.value
+            await transceiver.shutdown()
+        }
+    }
+}
