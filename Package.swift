@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // Avahi's client library, seen through a module map. Only PeerKit/Discovery imports it.
@@ -55,7 +56,10 @@ let package = Package(
         // MARK: Listr example (uses PeerKit only as a library)
         .target(
             name: "ListrKit",
-            dependencies: ["PeerKit"],
+            dependencies: [
+                "PeerKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Examples/ListrKit"
         ),
         .executableTarget(

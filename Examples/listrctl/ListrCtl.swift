@@ -13,6 +13,6 @@ struct ListrCtl: AsyncParsableCommand {
         Exit status: 0 when the command was done; 1 when listrd refused it; 66 when the input file cannot be \
         read; 69 when no single listrd answered; 73 when the output file cannot be written; 64 for a usage error.
         """,
-        subcommands: [Item.self, Store.self]
+        subcommands: [Item.self, Store.self, Config.self, Watch.self]
     )
 }

@@ -42,22 +42,15 @@ public enum ItemPropertyList {
             throw .invalidPropertyList(reason: "\(error)")
         }
         var items: [Item] = []
-        var positions: [UUID: Int] = [:]
         items.reserveCapacity(entries.count)
         for (offset, entry) in entries.enumerated() {
-            let position = offset + 1
             guard let id = UUID(uuidString: entry.id) else {
-                throw .invalidPropertyList(reason: "the id of item \(position), \(entry.id.debugDescription), is not a UUID")
-            }
-            if let first = positions.updateValue(position, forKey: id) {
-                throw .invalidPropertyList(reason: "items \(first) and \(position) have the same id \(id.uuidString)")
-            }
-            do {
-                try ItemList.validate(title: entry.title)
-            } catch {
-                throw .invalidPropertyList(reason: "item \(position) has an unusable title: \(error)")
+                throw .invalidPropertyList(reason: "the id of item \(offset + 1), \(entry.id.debugDescription), is not a UUID")
             }
             items.append(Item(id: id, title: entry.title, done: entry.done))
+        }
+        if let problem = ItemList.problem(in: items) {
+            throw .invalidPropertyList(reason: problem)
         }
         return items
     }
