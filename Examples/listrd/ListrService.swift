@@ -169,6 +169,7 @@ final class ListrService: Service, Sendable {
         let handler = handler
         let logger = logger
         transceiver.respond(to: type) { command, sender in
+            logger.debug("\(Command.self) from \(sender) received")
             let response = await handle(handler, command, sender)
             if case let .error(reason) = response {
                 logger.notice("\(Command.self) from \(sender) refused: \(reason)")

@@ -63,10 +63,10 @@ struct ListrStoreEndToEndTests {
     }
 
     @Test("a file that is not a Listr database is refused and never touched", arguments: [
-        ("text", Data("my notes\n".utf8), "neither a Listr database nor a JSON store"),
+        ("text", Data("my notes\n".utf8), "it is neither a Listr database nor a JSON store"),
         ("empty", Data(), "it is empty"),
-        ("another SQLite database", Data("SQLite format 3\0".utf8) + Data(repeating: 0, count: 4080), "an SQLite database of another application"),
-        ("another JSON document", Data(#"{"format":"other","version":1,"items":[]}"#.utf8), #"its format is "other""#),
+        ("another SQLite database", Data("SQLite format 3\0".utf8) + Data(repeating: 0, count: 4080), "it is an SQLite database of another application"),
+        ("another JSON document", Data(#"{"format":"other","version":1,"items":[]}"#.utf8), #"its format is "other", not "listr-store""#),
     ])
     func refusesForeignFiles(_ kind: String, _ contents: Data, _ reason: String) async throws {
         let world = try ListrFixture()
@@ -151,7 +151,9 @@ struct ListrStoreEndToEndTests {
         #expect(!first.stderr.contains(" debug "))
         _ = try await world.ctl(["config", "set", "log-level", "debug"] + at)
         _ = try await world.ctl(["item", "list"] + at)
-        try await first.waitFor("a debug line", timeout: ListrFixture.deadline) { _, stderr in stderr.contains(" debug ") }
+        try await first.waitFor("a debug line", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains(" debug listrd: [listrd] ListItemsCommand from ")
+        }
 
         // The settings persist with the store (no --name: the saved one is used).
         _ = try await world.ctl(["config", "set", "name", "Pantry"] + at)
