@@ -183,7 +183,7 @@ class Suite:
         service = self.service_type()
         folder = Path(tempfile.mkdtemp(prefix="peerkit-bench-listr-"))
         port = free_port()
-        daemon = Process([listrd, "--store", str(folder / "store.json"), "--service-type", service,
+        daemon = Process([listrd, "--store", str(folder / "store.sqlite"), "--service-type", service,
                           "--name", "bench-listrd", "--listen-host", "127.0.0.1", "--port", str(port)],
                          label="listrd")
         try:

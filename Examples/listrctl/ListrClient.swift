@@ -64,16 +64,6 @@ struct ListrClient {
         }
     }
 
-    /// The items, read through a dump.
-    func items() async throws(ListrCtlError) -> [ListrKit.Item] {
-        let dump = try await data(for: DumpDatabaseCommand())
-        do {
-            return try ItemPropertyList.decode(dump)
-        } catch {
-            throw .unexpectedAnswer("a dump that does not decode (\(error))")
-        }
-    }
-
     /// Prints a message (see ``Output``).
     func print(message: String) { output.print(message: message) }
 

@@ -130,10 +130,12 @@ public final class ListrDatabase: ItemPersistence {
 
     // MARK: ItemPersistence
 
+    /// How many items there are (`SELECT COUNT(*)`).
     public func count() throws(ListrError) -> Int {
         try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
     }
 
+    /// A page of items in insertion order, through the `sequence` index.
     public func items(offset: Int, limit: Int?) throws(ListrError) -> [Item] {
         try read { db in
             let rows = try Row.fetchCursor(
@@ -151,6 +153,7 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// Adds `item` after the last one, in one transaction.
     public func append(_ item: Item) throws(ListrError) {
         try write { db in
             try db.execute(
@@ -160,6 +163,7 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// Marks the item at the 1-based `position` as done, in one transaction; returns it as it was.
     public func complete(at position: Int) throws(ListrError) -> Item {
         try write { db in
             let (sequence, item) = try Self.row(at: position, in: db)
@@ -170,6 +174,7 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// Removes the item at the 1-based `position`, in one transaction; returns it.
     public func remove(at position: Int) throws(ListrError) -> Item {
         try write { db in
             let (sequence, item) = try Self.row(at: position, in: db)
@@ -178,6 +183,7 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// Replaces every item, in one transaction: all of them or none.
     public func replaceAll(with items: [Item]) throws(ListrError) {
         try write { db in
             try db.execute(sql: "DELETE FROM item")
@@ -185,6 +191,7 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// The settings saved last, or nil.
     public func loadSettings() throws(ListrError) -> ListrSettings? {
         let json = try read { db in try String.fetchOne(db, sql: "SELECT json FROM settings WHERE id = 1") }
         guard let json else { return nil }
@@ -195,6 +202,7 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// Saves the settings, in one transaction.
     public func saveSettings(_ settings: ListrSettings) throws(ListrError) {
         try write { db in try Self.save(settings, in: db) }
     }
