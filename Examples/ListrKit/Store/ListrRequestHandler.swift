@@ -72,7 +72,8 @@ public struct ListrRequestHandler: Sendable {
     /// Validates the property list, then replaces the whole list with it.
     public func handle(_ command: ReplaceDatabaseCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
-            let items = try ItemPropertyList.decode(command.data)
+            // The store checks the list's rules (unique ids, valid titles) itself.
+            let items = try ItemPropertyList.decode(command.data, checkingRules: false)
             try await store.replace(with: items, by: sender.name)
             return .message("Replaced the list with \(items.count) item\(items.count == 1 ? "" : "s").")
         }
