@@ -174,6 +174,31 @@ struct ListrStoreEndToEndTests {
         #expect(result.stdout == "1000000\n", "\(result)")
     }
 
+    @Test("listrd killed with SIGKILL during a replace comes back with the old list or the new one, whole")
+    func sigkillDuringReplace() async throws {
+        let world = try ListrFixture()
+        let (first, port) = try await world.startDaemon(extra: ["--log-level", "debug"])
+        let at = ["--connect", "127.0.0.1:\(port)"]
+        _ = try await world.ctl(["item", "add", "Before"] + at)
+        let items = (1...20_000).map { Item(title: "Replacement \($0)") }
+        let plist = try world.write(try ItemPropertyList.encode(items), to: "big.plist")
+
+        let replace = try world.launchCtl(["store", "replace", plist] + at)
+        try await first.waitFor("the replace to arrive", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("ReplaceDatabaseCommand from")
+        }
+        first.send(SIGKILL)
+        #expect(try await first.waitForExit(timeout: ListrFixture.deadline).exit == .signal(SIGKILL))
+        _ = try await replace.waitForExit(timeout: ListrFixture.deadline)
+
+        _ = try await world.startDaemon(extra: ["--port", "\(port)"])
+        let dump = try await world.ctl(["store", "dump", "-"] + at)
+        let after = try ItemPropertyList.decode(Data(dump.stdout.utf8))
+        #expect(after.map(\.title) == ["Before"] || after == items, "\(after.count) items after the restart")
+        let names = try FileManager.default.contentsOfDirectory(atPath: world.folder)
+        #expect(!names.contains { $0.hasPrefix(".") }, "temporary files left: \(names)")
+    }
+
     @Test("item list pages with --limit and --offset, in text and JSON")
     func paging() async throws {
         let world = try ListrFixture()
