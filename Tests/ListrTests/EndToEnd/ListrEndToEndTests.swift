@@ -162,6 +162,31 @@ struct ListrEndToEndTests {
         #expect(list.stdout == "[ ] Acknowledged\n", "\(list)")
     }
 
+    @Test("config set name re-advertises listrd under the new name, and watch --peer follows it")
+    func renameFollowedByWatch() async throws {
+        let world = try ListrFixture()
+        let (daemon, _) = try await world.startDaemon(name: "Kitchen")
+        let watcher = try world.launchCtl(["watch", "--peer", "Kitchen"])
+        try await watcher.waitFor("the list", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("The list is empty.")
+        }
+        let renamed = try await world.ctl("config", "set", "name", "Pantry", "--peer", "Kitchen")
+        #expect(renamed.exit == .status(0), "\(renamed)")
+        try await daemon.waitFor("serving under the new name", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("serving \"Pantry\"")
+        }
+        try await watcher.waitFor("the reconnection", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("Reconnected to \"Pantry\".")
+        }
+        let added = try await world.ctl("item", "add", "Jam", "--peer", "Pantry")
+        #expect(added.exit == .status(0), "\(added)")
+        try await watcher.waitFor("the add", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("added \"Jam\" as item 1.")
+        }
+        watcher.send(SIGINT)
+        #expect(try await watcher.waitForExit(timeout: ListrFixture.deadline).exit == .status(0))
+    }
+
     @Test("10 listrctl processes adding at once lose nothing")
     func concurrentAdds() async throws {
         let world = try ListrFixture()
