@@ -56,11 +56,12 @@ final class TestProcess: Sendable {
     /// would test nothing, and a test must not run the programs with more rights than a user has.
     static var dropsPrivileges: Bool { getuid() == 0 }
 
-    /// The uid and gid of ``unprivilegedUser``.
-    static var unprivilegedIDs: (uid: uid_t, gid: gid_t)? {
+    /// The uid and gid of ``unprivilegedUser``, looked up once: `getpwnam` and `getgrnam` return
+    /// static buffers, which tests running in parallel would overwrite under each other.
+    static let unprivilegedIDs: (uid: uid_t, gid: gid_t)? = {
         guard let user = getpwnam(unprivilegedUser.name), let group = getgrnam(unprivilegedUser.group) else { return nil }
         return (user.pointee.pw_uid, group.pointee.gr_gid)
-    }
+    }()
 
     /// Starts `executable` with `arguments` and this process's environment plus `environment`;
     /// standard input is /dev/null. When the tests run as root, it runs as nobody:nogroup with no
