@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // `swift package generate-documentation --target PeerKit` (make docs) and the man pages.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         // Avahi's client library, seen through a module map. Only PeerKit/Discovery imports it.
@@ -86,7 +87,10 @@ let package = Package(
         // MARK: Listr example (uses PeerKit only as a library)
         .target(
             name: "ListrKit",
-            dependencies: ["PeerKit"],
+            dependencies: [
+                "PeerKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Examples/ListrKit",
             swiftSettings: librarySettings
         ),

@@ -41,6 +41,12 @@ TARGETS = [
     ("pk.discovery.pair", "≤ 1.2 s", lambda f: absolute_target(f, "pk.discovery.pair", lambda v: v <= 1200)),
     ("pk.discovery.join", "≤ 50 ms", lambda f: absolute_target(f, "pk.discovery.join", lambda v: v <= 50)),
     ("listr.dump", "≥ 300 MB/s", lambda f: absolute_target(f, "listr.dump", lambda v: v >= 300)),
+    # Issue 13: the store on SQLite, and watch.
+    ("listr.store.add.200k", "p50 ≤ empty store's + 10 ms",
+     lambda f: difference_target(f, "listr.store.add.200k", "listr.store.add.empty", lambda d: d <= 10)),
+    ("listr.store.replace.200k", "< 2 s", lambda f: absolute_target(f, "listr.store.replace.200k", lambda v: v < 2000)),
+    ("listr.store.dump.200k", "< 2 s", lambda f: absolute_target(f, "listr.store.dump.200k", lambda v: v < 2000)),
+    ("listr.watch", "≤ 50 ms", lambda f: absolute_target(f, "listr.watch", lambda v: v <= 50)),
 ]
 
 
@@ -48,6 +54,8 @@ TARGET_TITLES = {
     "pk.tput.100": "PeerKit 100 B one-way, broadcast", "pk.rtt.pinned.p50": "PeerKit request/reply p50, pinned",
     "listr.cli": "listrctl item list", "pk.discovery.pair": "fresh pair, resume() → connected",
     "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",
+    "listr.store.add.200k": "item add, 200,000-item store", "listr.store.replace.200k": "store replace, 200,000 items",
+    "listr.store.dump.200k": "store dump, 200,000 items", "listr.watch": "watchers see a change",
 }
 
 
@@ -65,6 +73,14 @@ def ratio_target(figures, key, baseline, check):
         return None, "not measured"
     ratio = mine / theirs
     return check(ratio), f"{ratio:.2f}×"
+
+
+def difference_target(figures, key, baseline, check):
+    mine, theirs = baseline_value(figures, key), baseline_value(figures, baseline)
+    if mine is None or theirs is None:
+        return None, "not measured"
+    difference = mine - theirs
+    return check(difference), f"{difference:+.1f} ms"
 
 
 def absolute_target(figures, key, check):
@@ -104,7 +120,7 @@ def markdown(figures, ratios, machine, runs):
     for key, figure in figures.items():
         if key.startswith(("raw.", "zmq.", "json.")):
             lines.append(f"| {figure['title']} | {format_figure(figure)} |")
-    lines += ["", "| Target (issue 6) | goal | now | met |", "|---|---|---:|:-:|"]
+    lines += ["", "| Target (issues 6 and 13) | goal | now | met |", "|---|---|---:|:-:|"]
     for key, goal, check in TARGETS:
         met, now = check(figures)
         title = figures.get(key, {}).get("title", TARGET_TITLES.get(key, key))

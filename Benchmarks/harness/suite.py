@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import listr_bench
 from listr_store import write_store_plist
 from processes import FAILURES, BenchError, Process, is_ready, is_result, pair, pinned
 from stats import format_figure, summarize
@@ -182,7 +183,7 @@ class Suite:
         service = self.service_type()
         folder = Path(tempfile.mkdtemp(prefix="peerkit-bench-listr-"))
         port = free_port()
-        daemon = Process([listrd, "--store", str(folder / "store.json"), "--service-type", service,
+        daemon = Process([listrd, "--store", str(folder / "store.sqlite"), "--service-type", service,
                           "--name", "bench-listrd", "--listen-host", "127.0.0.1", "--port", str(port)],
                          label="listrd")
         try:
@@ -190,6 +191,7 @@ class Suite:
                 # listrctl takes its options after the subcommand: `listrctl item list --service-type T`.
                 return subprocess.run([listrctl, *arguments, "--service-type", service, "--timeout", "30", *options],
                                       capture_output=True, text=True, timeout=timeout)
+            ctl.listrctl, ctl.service = listrctl, service
             deadline = time.monotonic() + 20
             while True:
                 probe = ctl("item", "list")
@@ -326,6 +328,35 @@ class Suite:
             # A store that fits in one default-sized frame (16 MiB, base64 included) shows the rate anyway.
             self.measure("listr.dump.8m", "listrctl store dump, 8 MiB store", "MB/s", 1,
                          lambda: statistics.median(self.listr_dump(8, 3)))
+        self.measure_listr_store()
+        self.measure_samples("listr.watch", f"change seen by the last of {listr_bench.WATCHERS} watchers, after the adder's answer",
+                             "ms", lambda: listr_bench.watch_latencies(self, 20 if not self.args.quick else 5))
+
+    LISTR_STORE_TITLES = {
+        "listr.store.add.empty": "listrctl item add, empty store (wall, --connect)",
+        "listr.store.add.200k": "listrctl item add, 200,000-item store (wall, --connect)",
+        "listr.store.replace.200k": "listrctl store replace, 200,000 items (wall)",
+        "listr.store.dump.200k": "listrctl store dump, 200,000 items (wall)",
+    }
+
+    def measure_listr_store(self):
+        keys = self.LISTR_STORE_TITLES
+        if self.args.only and not any(key.startswith(p) for key in keys for p in self.args.only):
+            return
+        try:
+            results = listr_bench.store_figures(self, 30 if not self.args.quick else 5)
+        except FAILURES as error:
+            results = {key: str(error) for key in keys}
+        for key, title in keys.items():
+            samples = results[key]
+            if isinstance(samples, str):
+                self.figures[key] = {"title": title, "unit": "ms", "status": "unavailable", "reason": samples}
+                self.log(f"  {title}: unavailable: {samples}")
+                continue
+            figure = {"title": title, "unit": "ms", "status": "ok", "lowerIsBetter": True}
+            figure.update(summarize(samples))
+            self.figures[key] = figure
+            self.log(f"  {title}: {format_figure(figure)}")
 
     def measure_samples(self, key, title, unit, samples):
         """Records a figure whose samples come from one call of `samples` (a list), e.g. several

@@ -8,15 +8,17 @@ struct ListrClient {
     let options: ClientOptions
     /// How to print.
     let output: Output
-    private let transceiver: PeerTransceiver
-    private let daemon: Peer
+    /// The transceiver the commands go through (`listrctl watch` also receives on it).
+    let transceiver: PeerTransceiver
+    /// The daemon in use.
+    let daemon: Peer
 
     /// Starts a transceiver that only dials, and waits for the daemon to use: the one named by
     /// `--peer`, or the only one there is.
     static func connect(_ options: ClientOptions) async throws(ListrCtlError) -> ListrClient {
         var configuration = PeerConfiguration(serviceType: options.serviceType)
         configuration.advertises = false
-        configuration.peerName = "listrctl"
+        configuration.peerName = clientName
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = options.peerKitLogger
         if !options.endpoints.isEmpty {
@@ -31,6 +33,12 @@ struct ListrClient {
             await transceiver.shutdown()
             throw ListrCtlError(error)
         }
+    }
+
+    /// The name listrd sees, and tells watchers made a change: `listrctl <pid> on <host>`,
+    /// at most 63 bytes.
+    static var clientName: String {
+        String(decoding: "listrctl \(getpid()) on \(PeerConfiguration.defaultPeerName)".utf8.prefix(63), as: UTF8.self)
     }
 
     /// Says bye to the daemon and returns once the connection is closed.
@@ -56,21 +64,11 @@ struct ListrClient {
         }
     }
 
-    /// The items, read through a dump.
-    func items() async throws(ListrCtlError) -> [ListrKit.Item] {
-        let dump = try await data(for: DumpDatabaseCommand())
-        do {
-            return try ItemPropertyList.decode(dump)
-        } catch {
-            throw .unexpectedAnswer("a dump that does not decode (\(error))")
-        }
-    }
-
     /// Prints a message (see ``Output``).
     func print(message: String) { output.print(message: message) }
 
-    /// Prints items (see ``Output``).
-    func print(items: [ListrKit.Item]) { output.print(items: items) }
+    /// Prints items numbered from `offset + 1` (see ``Output``).
+    func print(items: [ListrKit.Item], from offset: Int = 0) { output.print(items: items, from: offset) }
 
     private func send(_ command: some Encodable & Sendable) async throws(ListrCtlError) -> CLIResponse {
         do {

@@ -36,18 +36,44 @@ extension ListrCtl.Item {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the items in the order they were added.",
-            discussion: "With --json, prints {\"items\":[{\"index\":1,\"id\":…,\"title\":…,\"done\":…}]}."
+            discussion: """
+            With --json, prints {"items":[{"index":1,"id":…,"title":…,"done":…}]}. --limit and --offset select a page. \
+            With --watch, keeps the list on screen, redrawn after every change, until Ctrl-C.
+            """
         )
 
         @OptionGroup var options: ClientOptions
 
+        @Option(help: ArgumentHelp("Show at most this many items.", valueName: "count"))
+        var limit: Int?
+
+        @Option(help: ArgumentHelp("Skip this many items first.", valueName: "count"))
+        var offset: Int?
+
+        @Flag(help: "Keep the list on screen, redrawn after every change, until Ctrl-C.")
+        var watch = false
+
+        func validate() throws {
+            if let limit, limit < 1 { throw ValidationError("The limit \(limit) is less than 1: give --limit 1 or more.") }
+            if let offset, offset < 0 { throw ValidationError("The offset \(offset) is negative: give --offset 0 or more.") }
+        }
+
         func run() async throws {
+            if watch {
+                let interrupt = Interrupt.exitOnSIGINT()
+                defer { withExtendedLifetime(interrupt) {} }
+                do throws(ListrCtlError) {
+                    try await ListrWatchSession(options: options).run(ListWatchView(limit: limit, offset: offset, json: options.json))
+                } catch {
+                    throw options.fail(error)
+                }
+            }
             try await options.run { client throws(ListrCtlError) in
                 if client.options.json {
-                    // Machine-readable: the structured dump, rather than the human-readable lines.
-                    client.print(items: try await client.items())
+                    // Machine-readable: the structured page, rather than the human-readable lines.
+                    client.print(items: try await client.page(limit: limit, offset: offset), from: offset ?? 0)
                 } else {
-                    client.print(message: try await client.message(for: ListItemsCommand()))
+                    client.print(message: try await client.message(for: ListItemsCommand(limit: limit, offset: offset)))
                 }
             }
         }

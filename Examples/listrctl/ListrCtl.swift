@@ -17,7 +17,7 @@ struct ListrCtl: AsyncParsableCommand {
         \(ExitStatus.help([.success, .refused, .usage, .noInput, .unavailable, .cannotCreate]))
         """,
         version: PeerKitVersion.current,
-        subcommands: [Item.self, Store.self]
+        subcommands: [Item.self, Store.self, Config.self, Watch.self]
     )
 
     /// The options every subcommand takes, accepted here too so that they may come before the

@@ -6,23 +6,14 @@ struct Output {
     /// Whether to print JSON.
     let json: Bool
 
-    /// One entry of `item list --json`.
-    private struct ListedItem: Encodable {
-        var index: Int
-        var id: UUID
-        var title: String
-        var done: Bool
-    }
-
     /// Prints a message on standard output.
     func print(message: String) {
         write(json ? encoded(CLIResponse.message(message)) : message, to: .standardOutput)
     }
 
-    /// Prints items with their positions, as `{"items":[…]}`.
-    func print(items: [ListrKit.Item]) {
-        let listed = items.enumerated().map { ListedItem(index: $0.offset + 1, id: $0.element.id, title: $0.element.title, done: $0.element.done) }
-        write(encoded(["items": listed]), to: .standardOutput)
+    /// Prints items with their positions (from `offset + 1`), as `{"items":[…]}`.
+    func print(items: [ListrKit.Item], from offset: Int = 0) {
+        write(encoded(["items": ListedItem.numbered(items, from: offset)]), to: .standardOutput)
     }
 
     /// Prints an error on standard error.

@@ -23,11 +23,11 @@ struct Listrd: AsyncParsableCommand {
         version: PeerKitVersion.current
     )
 
-    @Option(help: ArgumentHelp("The store file.", valueName: "path"))
+    @Option(help: ArgumentHelp("The store: an SQLite database (a JSON store of an earlier listrd is migrated).", valueName: "path"))
     var store: String = StoreFile.defaultPath()
 
-    @Option(help: ArgumentHelp("The name listrctl sees and selects with --peer.", valueName: "name"))
-    var name: String = "Listr on \(PeerConfiguration.defaultPeerName)"
+    @Option(help: ArgumentHelp("The name listrctl sees and selects with --peer (saved in the store's settings; default: the saved one, else \"Listr on <host name>\").", valueName: "name"))
+    var name: String?
 
     @Option(help: ArgumentHelp("The DNS-SD service type to advertise.", valueName: "type"))
     var serviceType: String = "listrctl"
@@ -38,8 +38,8 @@ struct Listrd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The TCP port to listen on; 0 picks a free one.", valueName: "port"))
     var port: Int = 0
 
-    @Option(help: ArgumentHelp("The lowest level logged: trace, debug, info, notice, warning, error or critical.", valueName: "level"))
-    var logLevel: Logger.Level = .info
+    @Option(help: ArgumentHelp("The lowest level logged: trace, debug, info, notice, warning, error or critical (saved in the store's settings; default: the saved one, else info).", valueName: "level"))
+    var logLevel: Logger.Level?
 
     func validate() throws {
         do {
@@ -50,49 +50,51 @@ struct Listrd: AsyncParsableCommand {
         guard (0...65535).contains(port) else {
             throw ValidationError("The port \(port) is not between 0 and 65535.")
         }
-        guard !name.isEmpty, name.utf8.count <= 63 else {
-            throw ValidationError("The name \"\(name)\" cannot be advertised: use 1 to 63 bytes.")
+        if let name {
+            var settings = ListrSettings.defaults
+            do {
+                try settings.set(ListrSettings.Key.name.rawValue, to: name)
+            } catch {
+                throw ValidationError("The name \"\(name)\" cannot be advertised: use 1 to 63 bytes of one line.")
+            }
         }
     }
 
     func run() async throws {
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let liveLevel = LiveLogLevel(logLevel ?? .info)
+        LoggingSystem.bootstrap { label in liveLevel.handler(label: label) }
         let logger = Logger(label: "listrd")
 
         let storeFile = StoreFile(path: (store as NSString).standardizingPath)
         let lock: StoreLock
-        let itemStore: ItemStore
+        let opened: StoreFile.Opened
         do {
             try storeFile.createDirectory()
             lock = try StoreLock(storePath: storeFile.path)
-            itemStore = try ItemStore(persistence: storeFile)
+            opened = try storeFile.open()
         } catch {
             logger.critical("\(error.description)")
             throw ExitStatus.software.exitCode
         }
+        opened.log(to: logger)
 
         var configuration = PeerConfiguration(serviceType: serviceType)
-        configuration.peerName = name
         configuration.listenHost = listenHost
         configuration.listenPort = port
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = Logger(label: "listrd.peerkit")
 
-        let transceiver = PeerTransceiver(configuration: configuration)
-        // Under systemd (Type=notify): READY=1 once listening, STOPPING=1 on the way out.
-        let readiness = SystemdNotifier(logger: logger).follow(transceiver.events())
-        defer { readiness?.cancel() }
-        let service = ListrService(
-            transceiver: transceiver,
-            handler: ListrRequestHandler(store: itemStore),
-            storePath: storeFile.path,
-            logger: logger
-        )
+        let service: ListrService
+        do {
+            service = try ListrService(
+                configuration: configuration, database: opened.database, storePath: storeFile.path,
+                name: name, logLevel: logLevel, liveLevel: liveLevel,
+                notifier: SystemdNotifier(logger: logger), logger: logger
+            )
+        } catch {
+            logger.critical("\(error.description)")
+            throw ExitStatus.software.exitCode
+        }
         let group = ServiceGroup(
             services: [service],
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -107,9 +109,6 @@ struct Listrd: AsyncParsableCommand {
             logger.critical("listrd stopped: \(error)")
             throw ExitStatus.software.exitCode
         }
-        // The transceiver stopped, so the event stream finished: wait until STOPPING=1 is sent
-        // rather than exiting before it is.
-        await readiness?.value
         withExtendedLifetime(lock) {}  // held until the transceiver stopped
         logger.info("stopped")
     }

@@ -4,9 +4,9 @@ import NIOCore
 import NIOPosix
 import PeerKit
 
-/// Tells systemd how listrd is doing, as `sd_notify(3)` does: `READY=1` once the transceiver
-/// listens, `STOPPING=1` when it stops. Does nothing unless systemd set `NOTIFY_SOCKET`
-/// (`Type=notify` in the unit).
+/// Tells systemd how listrd is doing, as `sd_notify(3)` does (``ListrService`` sends `READY=1`
+/// once the transceiver listens, `STOPPING=1` when it stops). Does nothing unless systemd set
+/// `NOTIFY_SOCKET` (`Type=notify` in the unit).
 struct SystemdNotifier: Sendable {
     /// The socket's path, from `NOTIFY_SOCKET`; nil outside systemd.
     let socketPath: String?
@@ -16,24 +16,6 @@ struct SystemdNotifier: Sendable {
         let path = environment["NOTIFY_SOCKET"] ?? ""
         self.socketPath = path.isEmpty ? nil : path
         self.logger = logger
-    }
-
-    /// Reports readiness and stopping as `events` (subscribed before the transceiver starts) tell.
-    func follow(_ events: AsyncStream<PeerEvent>) -> Task<Void, Never>? {
-        guard socketPath != nil else { return nil }
-        return Task {
-            for await event in events {
-                switch event {
-                case let .started(port):
-                    await send("READY=1\nSTATUS=Serving on port \(port).")
-                case .stopped:
-                    await send("STOPPING=1\nSTATUS=Saying bye to every peer.")
-                    return
-                default:
-                    continue
-                }
-            }
-        }
     }
 
     /// Sends one datagram with `state` to the notification socket.

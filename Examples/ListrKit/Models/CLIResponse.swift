@@ -13,7 +13,8 @@ import PeerKit
 public enum CLIResponse: Hashable, Sendable {
     /// Text for the user (for `item list`, one line per item).
     case message(String)
-    /// A file's contents (the XML property list of `store dump`).
+    /// Data: the XML property list of `store dump`, of a `watch`'s starting list or of a structured
+    /// `item list` page, or the settings as JSON.
     case data(Data)
     /// The command was refused; the text is a sentence saying why and what to do.
     case error(String)

@@ -38,6 +38,23 @@ public struct ItemList: Hashable, Sendable {
 
     /// Throws ``ListrError/invalidTitle(_:reason:)`` unless `title` is one non-blank line.
     public static func validate(title: String) throws(ListrError) {
+        // Fast path for the common case, plain ASCII: a title of printable characters and spaces
+        // is valid unless it is all spaces. (Checking every scalar's general category costs about
+        // a second on a replace of 200,000 items.)
+        var visible = false
+        var plain = true
+        for byte in title.utf8 {
+            if byte > 0x20, byte < 0x7F {
+                visible = true
+            } else if byte != 0x20 {
+                plain = false
+                break
+            }
+        }
+        if plain {
+            if visible { return }
+            throw .invalidTitle(title, reason: "it is blank")
+        }
         if title.allSatisfy(\.isWhitespace) {
             throw .invalidTitle(title, reason: "it is blank")
         }

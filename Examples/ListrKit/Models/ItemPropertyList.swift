@@ -32,32 +32,34 @@ public enum ItemPropertyList {
 
     /// Decodes and validates a property list (XML or binary); throws
     /// ``ListrError/invalidPropertyList(reason:)`` naming the first problem.
-    public static func decode(_ data: Data) throws(ListrError) -> [Item] {
+    ///
+    /// With `checkingRules` false, only the structure, the types and the ids are checked, not
+    /// ``ItemList/problem(in:)`` (unique ids, valid titles): for a caller that hands the items to
+    /// ``ItemStore/replace(with:by:)``, which checks them itself.
+    public static func decode(_ data: Data, checkingRules: Bool = true) throws(ListrError) -> [Item] {
         let entries: [Entry]
-        do {
-            entries = try PropertyListDecoder().decode([Entry].self, from: data)
-        } catch let error as DecodingError {
-            throw .invalidPropertyList(reason: reason(for: error))
-        } catch {
-            throw .invalidPropertyList(reason: "\(error)")
+        if let scanned = ItemPropertyListScanner.entries(in: data) {
+            // The shape Listr writes, read fast; anything else goes through Foundation.
+            entries = scanned.map { Entry(id: $0.id, title: $0.title, done: $0.done) }
+        } else {
+            do {
+                entries = try PropertyListDecoder().decode([Entry].self, from: data)
+            } catch let error as DecodingError {
+                throw .invalidPropertyList(reason: reason(for: error))
+            } catch {
+                throw .invalidPropertyList(reason: "\(error)")
+            }
         }
         var items: [Item] = []
-        var positions: [UUID: Int] = [:]
         items.reserveCapacity(entries.count)
         for (offset, entry) in entries.enumerated() {
-            let position = offset + 1
             guard let id = UUID(uuidString: entry.id) else {
-                throw .invalidPropertyList(reason: "the id of item \(position), \(entry.id.debugDescription), is not a UUID")
-            }
-            if let first = positions.updateValue(position, forKey: id) {
-                throw .invalidPropertyList(reason: "items \(first) and \(position) have the same id \(id.uuidString)")
-            }
-            do {
-                try ItemList.validate(title: entry.title)
-            } catch {
-                throw .invalidPropertyList(reason: "item \(position) has an unusable title: \(error)")
+                throw .invalidPropertyList(reason: "the id of item \(offset + 1), \(entry.id.debugDescription), is not a UUID")
             }
             items.append(Item(id: id, title: entry.title, done: entry.done))
+        }
+        if checkingRules, let problem = ItemList.problem(in: items) {
+            throw .invalidPropertyList(reason: problem)
         }
         return items
     }

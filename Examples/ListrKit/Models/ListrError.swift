@@ -18,6 +18,20 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
     case storeInUse(path: String)
     /// A change could not be written to disk, so it was not made.
     case saveFailed(path: String, reason: String)
+    /// The store (or its folder) cannot be written, so listrd refuses it rather than fail every change.
+    case storeReadOnly(path: String, reason: String)
+    /// A JSON store of an earlier listrd could not be moved into the database; nothing was changed.
+    case migrationFailed(path: String, reason: String)
+    /// An add or a replace would make the list longer than the `item-limit` setting allows.
+    case itemLimitReached(limit: Int, wanted: Int)
+    /// `config set` named no setting.
+    case unknownSetting(String)
+    /// `config set` gave a value a setting cannot take.
+    case invalidSetting(key: String, value: String, reason: String)
+    /// `item list --limit/--offset` asked for an impossible page.
+    case invalidPage(reason: String)
+    /// The daemon already serves as many watchers as it allows.
+    case tooManyWatchers(limit: Int)
 
     /// The error as a sentence that says what happened and what to do.
     public var description: String {
@@ -37,6 +51,20 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
             return "The store file \(path) is in use by another listrd. Stop that one, or pass another --store."
         case let .saveFailed(path, reason):
             return "The change was not made because it could not be saved to \(path): \(reason). Check the disk and the folder's permissions."
+        case let .storeReadOnly(path, reason):
+            return "The store \(path) cannot be written: \(reason). listrd refuses a store it cannot change; fix the permissions, or pass another --store."
+        case let .migrationFailed(path, reason):
+            return "The JSON store \(path) could not be moved into the database: \(reason). Nothing was changed; fix or move the file, or pass another --store."
+        case let .itemLimitReached(limit, wanted):
+            return "The list would have \(wanted) items and the item limit is \(limit). Nothing was changed; remove items, or raise the limit with \"listrctl config set item-limit N\"."
+        case let .unknownSetting(key):
+            return "There is no setting \(key.debugDescription); the settings are \(ListrSettings.Key.allCases.map(\.rawValue).joined(separator: ", ")). Nothing was changed."
+        case let .invalidSetting(key, value, reason):
+            return "The setting \(key) cannot be \(value.debugDescription): \(reason). Nothing was changed."
+        case let .invalidPage(reason):
+            return "That page of the list cannot be shown: \(reason). Give --limit 1 or more and --offset 0 or more."
+        case let .tooManyWatchers(limit):
+            return "listrd already serves \(limit) watchers, its limit. Stop a \"listrctl watch\" and try again."
         }
     }
 }

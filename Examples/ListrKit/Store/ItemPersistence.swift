@@ -1,11 +1,25 @@
-/// Where an ``ItemStore`` keeps its items between runs.
+/// Where an ``ItemStore`` keeps its items and settings.
 ///
-/// ``save(_:)`` returns only once the items are durable; the store acknowledges a change only
-/// after it returns. ``StoreFile`` is the real one; tests use an in-memory one.
+/// Each method that changes something is one transaction: it returns only once the change is
+/// durable, or throws ``ListrError/saveFailed(path:reason:)`` and leaves everything as it was.
+/// The store acknowledges a change only after it returns. Positions are 1-based, in insertion
+/// order, and the store checks them before it calls a method. ``ListrDatabase`` (SQLite) is the
+/// real one; tests also use an in-memory one.
 public protocol ItemPersistence: Sendable {
-    /// The items saved last, or none when nothing was ever saved.
-    func load() throws(ListrError) -> [Item]
-    /// Replaces what is saved with `items`, durably, or throws ``ListrError/saveFailed(path:reason:)``
-    /// and leaves what was saved before intact.
-    func save(_ items: [Item]) throws(ListrError)
+    /// How many items there are.
+    func count() throws(ListrError) -> Int
+    /// Up to `limit` items (all, when nil) from the 0-based `offset` on, in insertion order.
+    func items(offset: Int, limit: Int?) throws(ListrError) -> [Item]
+    /// Adds `item` after the last one.
+    func append(_ item: Item) throws(ListrError)
+    /// Marks the item at the 1-based `position` as done; returns it as it was before.
+    func complete(at position: Int) throws(ListrError) -> Item
+    /// Removes the item at the 1-based `position`; returns it.
+    func remove(at position: Int) throws(ListrError) -> Item
+    /// Replaces every item with `items` (already checked with ``ItemList/problem(in:)``).
+    func replaceAll(with items: [Item]) throws(ListrError)
+    /// The settings saved last, or nil when none were ever saved.
+    func loadSettings() throws(ListrError) -> ListrSettings?
+    /// Saves `settings`.
+    func saveSettings(_ settings: ListrSettings) throws(ListrError)
 }

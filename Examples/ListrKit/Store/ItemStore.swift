@@ -1,53 +1,124 @@
-/// The daemon's list: applies one change at a time and acknowledges it only once it is saved.
+/// The daemon's list and settings: applies one change at a time, acknowledges it only once it is
+/// committed, and then reports it to `onChange` (which pushes it to watchers).
 ///
-/// Every change is made on a copy, saved through the ``ItemPersistence``, and only then becomes
-/// the current list; a change that cannot be saved is not made. Being an actor, the store applies
-/// changes strictly one after another, whoever sends them. Its methods run on a dedicated
-/// executor because saving blocks on `fsync`.
+/// The items live in the ``ItemPersistence`` (the SQLite database), not in memory; the store
+/// keeps only their count, so a change costs the same on a list of 200,000 items as on an empty
+/// one. Being an actor, the store applies changes strictly one after another, whoever sends them,
+/// and reports them in that order. Its methods run on a dedicated executor because a commit blocks
+/// on `fsync`.
 public actor ItemStore {
-    private var list: ItemList
     private let persistence: any ItemPersistence
+    private let onChange: @Sendable (ListrChange) -> Void
     private let executor = StoreExecutor(label: "listr.store")
+    private var itemCount: Int
+    /// The settings in effect.
+    public private(set) var settings: ListrSettings
 
     /// Runs the store's methods off the cooperative thread pool (see ``StoreExecutor``).
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         executor.asUnownedSerialExecutor()
     }
 
-    /// Opens a store, loading what `persistence` holds.
-    public init(persistence: any ItemPersistence) throws(ListrError) {
+    /// Opens a store on what `persistence` holds; `onChange` hears of every committed change, in
+    /// order, from the store's executor (it must not block). Settings never saved are the
+    /// defaults.
+    public init(persistence: any ItemPersistence, onChange: @escaping @Sendable (ListrChange) -> Void = { _ in }) throws(ListrError) {
         self.persistence = persistence
-        self.list = ItemList(try persistence.load())
+        self.onChange = onChange
+        self.itemCount = try persistence.count()
+        self.settings = try persistence.loadSettings() ?? .defaults
     }
 
-    /// The items in insertion order.
-    public var items: [Item] { list.items }
+    /// How many items there are.
+    public var count: Int { itemCount }
+
+    /// Every item, in insertion order.
+    public var items: [Item] {
+        get throws(ListrError) { try persistence.items(offset: 0, limit: nil) }
+    }
+
+    /// Up to `limit` items (all when nil) from the 0-based `offset` on.
+    public func items(offset: Int, limit: Int?) throws(ListrError) -> [Item] {
+        guard offset >= 0 else { throw .invalidPage(reason: "the offset \(offset) is negative") }
+        if let limit, limit < 1 { throw .invalidPage(reason: "the limit \(limit) is less than 1") }
+        if offset >= itemCount { return [] }
+        return try persistence.items(offset: offset, limit: limit)
+    }
 
     /// Adds an item; returns it with its 1-based position.
-    public func add(title: String) throws(ListrError) -> (item: Item, position: Int) {
-        try change { list throws(ListrError) in try list.add(title: title) }
+    public func add(title: String, by client: String) throws(ListrError) -> (item: Item, position: Int) {
+        try ItemList.validate(title: title)
+        guard itemCount < settings.itemLimit else {
+            throw .itemLimitReached(limit: settings.itemLimit, wanted: itemCount + 1)
+        }
+        let item = Item(title: title)
+        try persistence.append(item)
+        itemCount += 1
+        onChange(ListrChange(kind: .added, client: client, index: itemCount, item: item))
+        return (item, itemCount)
     }
 
     /// Marks the item at the 1-based `position` as done; returns it as it was before.
-    public func complete(at position: Int) throws(ListrError) -> Item {
-        try change { list throws(ListrError) in try list.complete(at: position) }
+    public func complete(at position: Int, by client: String) throws(ListrError) -> Item {
+        try check(position)
+        let before = try persistence.complete(at: position)
+        if !before.done {
+            var after = before
+            after.done = true
+            onChange(ListrChange(kind: .done, client: client, index: position, item: after))
+        }
+        return before
     }
 
     /// Removes the item at the 1-based `position`; returns it.
-    public func remove(at position: Int) throws(ListrError) -> Item {
-        try change { list throws(ListrError) in try list.remove(at: position) }
+    public func remove(at position: Int, by client: String) throws(ListrError) -> Item {
+        try check(position)
+        let removed = try persistence.remove(at: position)
+        itemCount -= 1
+        onChange(ListrChange(kind: .removed, client: client, index: position, item: removed))
+        return removed
     }
 
-    /// Replaces every item with `items`.
-    public func replace(with items: [Item]) throws(ListrError) {
-        try change { list in list = ItemList(items) }
+    /// Replaces every item with `items`, after checking them with ``ItemList/problem(in:)``.
+    public func replace(with items: [Item], by client: String) throws(ListrError) {
+        if let problem = ItemList.problem(in: items) { throw .invalidPropertyList(reason: problem) }
+        guard items.count <= settings.itemLimit else {
+            throw .itemLimitReached(limit: settings.itemLimit, wanted: items.count)
+        }
+        try persistence.replaceAll(with: items)
+        itemCount = items.count
+        onChange(ListrChange(kind: .replaced, client: client, count: items.count))
     }
 
-    private func change<Result>(_ body: (inout ItemList) throws(ListrError) -> Result) throws(ListrError) -> Result {
-        var next = list
-        let result = try body(&next)
-        try persistence.save(next.items)
-        list = next
-        return result
+    /// Runs `register` and returns every item, with no change in between: a watcher registered
+    /// this way gets exactly the changes made after the list it is given.
+    public func snapshot(registering register: () throws(ListrError) -> Void) throws(ListrError) -> [Item] {
+        try register()
+        return try persistence.items(offset: 0, limit: nil)
+    }
+
+    /// Changes the settings with `change`; saves them and reports them, or throws and changes
+    /// nothing. An item limit below the current number of items is refused.
+    @discardableResult
+    public func updateSettings(by client: String, _ change: (inout ListrSettings) throws(ListrError) -> Void) throws(ListrError) -> ListrSettings {
+        var next = settings
+        try change(&next)
+        if next.itemLimit < itemCount {
+            throw .invalidSetting(
+                key: ListrSettings.Key.itemLimit.rawValue, value: String(next.itemLimit),
+                reason: "the list holds \(itemCount) items already; remove some first"
+            )
+        }
+        guard next != settings else { return next }
+        try persistence.saveSettings(next)
+        settings = next
+        onChange(ListrChange(kind: .settings, client: client, settings: next))
+        return next
+    }
+
+    private func check(_ position: Int) throws(ListrError) {
+        guard position >= 1, position <= itemCount else {
+            throw .noSuchItem(position: position, count: itemCount)
+        }
     }
 }

@@ -1,35 +1,55 @@
+import Foundation
+import PeerKit
+
 /// What `listrd` answers to each command, apart from the network: every command becomes a
 /// ``CLIResponse``, and every failure an ``CLIResponse/error(_:)`` sentence.
 ///
-/// `listrd` registers one method per command with `PeerTransceiver.respond(to:)`; tests call the
-/// methods directly.
+/// It touches no socket: `listrd` registers one method per command with
+/// `PeerTransceiver.respond(to:)` and passes the sender, and tests call the methods directly
+/// with a made-up `Peer`. The sender's name is what watchers are told made the change.
 public struct ListrRequestHandler: Sendable {
     /// The store the commands read and change.
     public let store: ItemStore
+    /// The clients watching the list.
+    public let watchers: ListrWatchers
 
-    /// Creates a handler for `store`.
-    public init(store: ItemStore) {
+    /// Creates a handler for `store` whose ``WatchCommand`` subscribes to `watchers`.
+    public init(store: ItemStore, watchers: ListrWatchers) {
         self.store = store
+        self.watchers = watchers
     }
 
     /// Adds the item; answers `Added "Milk" as item 3.`
-    public func handle(_ command: AddItemCommand) async -> CLIResponse {
+    public func handle(_ command: AddItemCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
-            let (item, position) = try await store.add(title: command.title)
+            let (item, position) = try await store.add(title: command.title, by: sender.name)
             return .message("Added \(Self.quote(item.title)) as item \(position).")
         }
     }
 
-    /// Lists the items, one `[ ] title` or `[✓] title` line each.
-    public func handle(_ command: ListItemsCommand) async -> CLIResponse {
-        let list = ItemList(await store.items)
-        return .message(list.items.isEmpty ? "The list is empty." : list.rendered)
+    /// Lists the items, or a page of them, one `[ ] title` or `[✓] title` line each; with
+    /// `structured`, answers the page as a property list in the dump format.
+    public func handle(_ command: ListItemsCommand, from sender: Peer) async -> CLIResponse {
+        await answer { () throws(ListrError) in
+            let offset = command.offset ?? 0
+            let page = try await store.items(offset: offset, limit: command.limit)
+            if command.structured == true {
+                return try Self.propertyList(page)
+            }
+            if page.isEmpty {
+                let count = await store.count
+                return .message(count == 0
+                    ? "The list is empty."
+                    : "There are no items from position \(offset + 1) on: the list has \(count) item\(count == 1 ? "" : "s").")
+            }
+            return .message(ItemList(page).rendered)
+        }
     }
 
     /// Marks an item as done.
-    public func handle(_ command: CompleteItemCommand) async -> CLIResponse {
+    public func handle(_ command: CompleteItemCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
-            let before = try await store.complete(at: command.index)
+            let before = try await store.complete(at: command.index, by: sender.name)
             return before.done
                 ? .message("Item \(command.index), \(Self.quote(before.title)), was already done.")
                 : .message("Marked item \(command.index), \(Self.quote(before.title)), as done.")
@@ -37,28 +57,59 @@ public struct ListrRequestHandler: Sendable {
     }
 
     /// Removes an item.
-    public func handle(_ command: RemoveItemCommand) async -> CLIResponse {
+    public func handle(_ command: RemoveItemCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
-            let removed = try await store.remove(at: command.index)
+            let removed = try await store.remove(at: command.index, by: sender.name)
             return .message("Removed item \(command.index), \(Self.quote(removed.title)).")
         }
     }
 
     /// Answers the whole list as an XML property list.
-    public func handle(_ command: DumpDatabaseCommand) async -> CLIResponse {
-        do {
-            return .data(try ItemPropertyList.encode(await store.items))
-        } catch {
-            return .error("The list could not be encoded as a property list: \(error).")
-        }
+    public func handle(_ command: DumpDatabaseCommand, from sender: Peer) async -> CLIResponse {
+        await answer { () throws(ListrError) in try Self.propertyList(try await store.items) }
     }
 
     /// Validates the property list, then replaces the whole list with it.
-    public func handle(_ command: ReplaceDatabaseCommand) async -> CLIResponse {
+    public func handle(_ command: ReplaceDatabaseCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
-            let items = try ItemPropertyList.decode(command.data)
-            try await store.replace(with: items)
+            // The store checks the list's rules (unique ids, valid titles) itself.
+            let items = try ItemPropertyList.decode(command.data, checkingRules: false)
+            try await store.replace(with: items, by: sender.name)
             return .message("Replaced the list with \(items.count) item\(items.count == 1 ? "" : "s").")
+        }
+    }
+
+    /// Subscribes the sender to every later change; answers the current list as a property list.
+    public func handle(_ command: WatchCommand, from sender: Peer) async -> CLIResponse {
+        await answer { () throws(ListrError) in
+            let watchers = watchers
+            let items = try await store.snapshot { () throws(ListrError) in try watchers.add(sender) }
+            return try Self.propertyList(items)
+        }
+    }
+
+    /// Answers the settings as a JSON object.
+    public func handle(_ command: GetSettingsCommand, from sender: Peer) async -> CLIResponse {
+        await answer { () throws(ListrError) in try Self.json(await store.settings) }
+    }
+
+    /// Changes one setting; answers `Set item-limit to 500.`
+    public func handle(_ command: SetSettingCommand, from sender: Peer) async -> CLIResponse {
+        await answer { () throws(ListrError) in
+            let settings = try await store.updateSettings(by: sender.name) { settings throws(ListrError) in
+                try settings.set(command.key, to: command.value)
+            }
+            let value = ListrSettings.Key(rawValue: command.key).map(settings.value(of:)) ?? command.value
+            return .message("Set \(command.key) to \(Self.quote(value)).")
+        }
+    }
+
+    /// Puts every setting back to its default.
+    public func handle(_ command: ResetSettingsCommand, from sender: Peer) async -> CLIResponse {
+        await answer { () throws(ListrError) in
+            let settings = try await store.updateSettings(by: sender.name) { $0 = .defaults }
+            let text = ListrSettings.Key.allCases.map { "\($0.rawValue) \(Self.quote(settings.value(of: $0)))" }
+            return .message("Reset the settings to their defaults: \(text.joined(separator: ", ")).")
         }
     }
 
@@ -67,6 +118,24 @@ public struct ListrRequestHandler: Sendable {
             return try await body()
         } catch {
             return .error(error.description)
+        }
+    }
+
+    private static func propertyList(_ items: [Item]) throws(ListrError) -> CLIResponse {
+        do {
+            return .data(try ItemPropertyList.encode(items))
+        } catch {
+            throw .invalidPropertyList(reason: "the list could not be encoded (\(error))")
+        }
+    }
+
+    private static func json(_ settings: ListrSettings) throws(ListrError) -> CLIResponse {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        do {
+            return .data(try encoder.encode(settings))
+        } catch {
+            throw .invalidSetting(key: "settings", value: "\(settings)", reason: "they could not be encoded (\(error))")
         }
     }
 

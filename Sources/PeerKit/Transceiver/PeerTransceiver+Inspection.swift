@@ -45,7 +45,7 @@ extension PeerTransceiver {
             return connection
         }
         for connection in connections {
-            await connection.waitUntilWritable()
+            try await connection.waitUntilWritable()
             connection.send(encoded.frame())
         }
     }
@@ -55,29 +55,7 @@ extension PeerTransceiver {
     /// - Throws: as ``request(_:to:expecting:timeout:)``, except that any reply type is accepted;
     ///   ``PeerKitError/encodingFailed(type:reason:)`` when `message` is not valid.
     public func request(_ message: RawPeerMessage, to peer: Peer, timeout: Duration = .seconds(5)) async throws -> RawPeerMessage {
-        let session = try runningSession()
-        guard let connection = session.manager.connection(to: peer.id) else {
-            throw PeerKitError.peerNotConnected(peer: peer.name)
-        }
-        let encoded = try Self.encode(message)
-        let id = nextRequestID()
-        let pending = pending
-        let reply: Envelope = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                pending.add(id: id, peerID: peer.id, continuation: continuation)
-                let timer = connection.channel.eventLoop.scheduleTask(in: timeout.timeAmount) {
-                    pending.fail(id: id, with: PeerKitError.requestTimedOut(type: encoded.type, peer: peer.name, timeout: timeout))
-                }
-                pending.setTimeout(id: id, timer)
-                connection.send(encoded.frame(id: id))
-            }
-        } onCancel: {
-            pending.fail(id: id, with: CancellationError())
-        }
-        if reply.type == EnvelopeType.error {
-            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload, syntaxChecked: true).reason) ?? "no reason given"
-            throw PeerKitError.remoteError(reason: reason, peer: peer.name)
-        }
+        let reply = try await exchange(Self.encode(message), with: peer, timeout: timeout)
         return RawPeerMessage(type: reply.type, json: String(buffer: reply.payload))
     }
 

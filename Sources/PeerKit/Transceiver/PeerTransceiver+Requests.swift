@@ -19,11 +19,23 @@ extension PeerTransceiver {
         expecting: R.Type,
         timeout: Duration = .seconds(5)
     ) async throws -> R {
+        let reply = try await exchange(MessageCodec.encode(payload), with: peer, timeout: timeout)
+        let expectedType = peerMessageType(of: R.self)
+        guard reply.type == expectedType else {
+            throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
+        }
+        return try MessageCodec.decode(R.self, from: reply.payload, syntaxChecked: true)
+    }
+
+    /// Sends `message` to `peer` as a request and waits for the envelope that answers it: the
+    /// part of a request that does not depend on the reply's type.
+    /// - Throws: ``PeerKitError/remoteError(reason:peer:)`` when the answer is an error, and the
+    ///   other errors ``request(_:to:expecting:timeout:)`` lists.
+    func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration) async throws -> Envelope {
         let session = try runningSession()
         guard let connection = session.manager.connection(to: peer.id) else {
             throw PeerKitError.peerNotConnected(peer: peer.name)
         }
-        let message = try MessageCodec.encode(payload)
         let id = nextRequestID()
         let pending = pending
         pending.register(id: id, peerID: peer.id)
@@ -48,10 +60,6 @@ extension PeerTransceiver {
             let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload, syntaxChecked: true).reason) ?? "no reason given"
             throw PeerKitError.remoteError(reason: reason, peer: peer.name)
         }
-        let expectedType = peerMessageType(of: R.self)
-        guard reply.type == expectedType else {
-            throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
-        }
-        return try MessageCodec.decode(R.self, from: reply.payload, syntaxChecked: true)
+        return reply
     }
 }

@@ -108,16 +108,14 @@ struct ListrEndToEndTests {
         #expect(try ItemPropertyList.decode(Data(contentsOf: URL(fileURLWithPath: again))) == ItemPropertyList.decode(data))
     }
 
-    @Test("a malformed replace is refused and leaves the store intact, in memory and on disk")
+    @Test("a malformed replace is refused and leaves the store intact, before and after a restart")
     func malformedReplace() async throws {
         let world = try ListrFixture()
-        _ = try await world.startDaemon()
+        let (first, _) = try await world.startDaemon()
         _ = try await world.ctl("item", "add", "Milk")
-        let onDisk = try Data(contentsOf: URL(fileURLWithPath: world.path("store.json")))
+        let before = try await world.ctl("store", "dump", "-")
 
-        let bad = world.path("bad.plist")
-        try Data("<plist version=\"1.0\"><dict><key>title</key><string>x</string></dict></plist>".utf8)
-            .write(to: URL(fileURLWithPath: bad))
+        let bad = try world.write(Data("<plist version=\"1.0\"><dict><key>title</key><string>x</string></dict></plist>".utf8), to: "bad.plist")
         let result = try await world.ctl("store", "replace", bad)
         #expect(result.exit == .status(1), "\(result)")
         #expect(result.stderr.contains("The data is not a Listr property list: the root is not an array"), "\(result)")
@@ -128,7 +126,10 @@ struct ListrEndToEndTests {
 
         let list = try await world.ctl("item", "list")
         #expect(list.stdout == "[ ] Milk\n", "\(list)")
-        #expect(try Data(contentsOf: URL(fileURLWithPath: world.path("store.json"))) == onDisk)
+        _ = try await world.stop(first)
+        _ = try await world.startDaemon()
+        let after = try await world.ctl("store", "dump", "-")
+        #expect(after.stdout == before.stdout, "\(after)")
     }
 
     @Test("the store survives a graceful restart, and SIGTERM ends listrd with status 0")
@@ -159,6 +160,31 @@ struct ListrEndToEndTests {
         _ = try await world.startDaemon()
         let list = try await world.ctl("item", "list")
         #expect(list.stdout == "[ ] Acknowledged\n", "\(list)")
+    }
+
+    @Test("config set name re-advertises listrd under the new name, and watch --peer follows it")
+    func renameFollowedByWatch() async throws {
+        let world = try ListrFixture()
+        let (daemon, _) = try await world.startDaemon(name: "Kitchen")
+        let watcher = try world.launchCtl(["watch", "--peer", "Kitchen"])
+        try await watcher.waitFor("the list", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("The list is empty.")
+        }
+        let renamed = try await world.ctl("config", "set", "name", "Pantry", "--peer", "Kitchen")
+        #expect(renamed.exit == .status(0), "\(renamed)")
+        try await daemon.waitFor("serving under the new name", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("serving \"Pantry\"")
+        }
+        try await watcher.waitFor("the reconnection", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("Reconnected to \"Pantry\".")
+        }
+        let added = try await world.ctl("item", "add", "Jam", "--peer", "Pantry")
+        #expect(added.exit == .status(0), "\(added)")
+        try await watcher.waitFor("the add", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("added \"Jam\" as item 1.")
+        }
+        watcher.send(SIGINT)
+        #expect(try await watcher.waitForExit(timeout: ListrFixture.deadline).exit == .status(0))
     }
 
     @Test("10 listrctl processes adding at once lose nothing")
@@ -192,8 +218,8 @@ struct ListrEndToEndTests {
     @Test("with two daemons, --peer selects one, and without it listrctl lists both and fails")
     func twoDaemons() async throws {
         let world = try ListrFixture()
-        _ = try await world.startDaemon(name: "Kitchen", store: world.path("kitchen.json"))
-        _ = try await world.startDaemon(name: "Garage", store: world.path("garage.json"))
+        _ = try await world.startDaemon(name: "Kitchen", store: world.path("kitchen.sqlite"))
+        _ = try await world.startDaemon(name: "Garage", store: world.path("garage.sqlite"))
 
         let added = try await world.ctl("item", "add", "Milk", "--peer", "Kitchen")
         #expect(added.exit == .status(0), "\(added)")

@@ -24,6 +24,28 @@ final class ListrFixture {
         serviceType = "t" + String((0..<8).map { _ in letters.randomElement() ?? "x" })
         folder = NSTemporaryDirectory() + "listr-e2e-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Self.giveToTestUser(folder)
+    }
+
+    /// When the tests run as root, makes `path` belong to the user the programs run as (see
+    /// ``TestProcess/launch(_:_:name:environment:)``), so that they can write it.
+    static func giveToTestUser(_ path: String) throws {
+        guard TestProcess.dropsPrivileges else { return }
+        guard let (uid, gid) = TestProcess.unprivilegedIDs else {
+            throw TestFailure("The tests run as root and start programs as nobody:nogroup, but that user or group does not exist.")
+        }
+        guard chown(path, uid, gid) == 0 else {
+            throw TestFailure("chown of \(path) to nobody:nogroup failed: \(String(cString: strerror(errno))).")
+        }
+    }
+
+    /// Writes `data` to `name` in the scenario's folder, as the programs' user would have.
+    @discardableResult
+    func write(_ data: Data, to name: String) throws -> String {
+        let target = path(name)
+        try data.write(to: URL(fileURLWithPath: target))
+        try Self.giveToTestUser(target)
+        return target
     }
 
     deinit {
@@ -48,9 +70,14 @@ final class ListrFixture {
 
     /// Starts `listrd` on the scenario's service type and waits for its ready line; returns the
     /// process and the port it listens on.
-    func startDaemon(name: String = "Listr test", store: String? = nil, extra: [String] = []) async throws -> (process: TestProcess, port: Int) {
-        let arguments = ["--service-type", serviceType, "--name", name, "--store", store ?? path("store.json"),
-                         "--listen-host", "127.0.0.1"] + extra
+    /// `name` nil starts it without `--name`, so that it takes the name saved in the store's
+    /// settings; `readyName` is then the name its ready line must show.
+    func startDaemon(
+        name: String? = "Listr test", readyName: String? = nil, store: String? = nil, extra: [String] = []
+    ) async throws -> (process: TestProcess, port: Int) {
+        let arguments = ["--service-type", serviceType, "--store", store ?? path("store.sqlite"), "--listen-host", "127.0.0.1"]
+            + (name.map { ["--name", $0] } ?? []) + extra
+        let name = readyName ?? name ?? ""
         let daemon = try TestProcess.launch(try ListrBinaries.url("listrd"), arguments, name: "listrd \"\(name)\"")
         started.append(daemon)
         try await daemon.waitFor("its ready line", timeout: Self.deadline) { _, stderr in
@@ -60,6 +87,18 @@ final class ListrFixture {
             throw TestFailure("The ready line of \(daemon.name) does not name its port:\n\(daemon.stderr)")
         }
         return (daemon, port)
+    }
+
+    /// Starts `listrd` on `store` expecting it to refuse to start; returns how it ended (it is
+    /// killed, and this throws, if it is still running after the deadline).
+    func runDaemonToExit(store: String) async throws -> TestProcess.Result {
+        let daemon = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", serviceType, "--store", store, "--listen-host", "127.0.0.1"],
+            name: "listrd on \((store as NSString).lastPathComponent)"
+        )
+        started.append(daemon)
+        return try await daemon.waitForExit(timeout: Self.deadline)
     }
 
     /// Runs `listrctl` with `arguments` plus this scenario's service type and timeout; waits for it.

@@ -27,8 +27,7 @@ struct ListrWithoutDiscoveryTests {
     @Test("a store file that is not a store stops listrd at start-up, named, and untouched")
     func foreignStoreFile() async throws {
         let world = try ListrFixture()
-        let path = world.path("store.json")
-        try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: path))
+        let path = try world.write(Data("my notes\n".utf8), to: "store.sqlite")
         let daemon = try TestProcess.launch(
             try ListrBinaries.url("listrd"),
             ["--service-type", world.serviceType, "--store", path, "--listen-host", "127.0.0.1"],
@@ -46,12 +45,12 @@ struct ListrWithoutDiscoveryTests {
         let (_, port) = try await world.startDaemon(name: "First")
         let second = try TestProcess.launch(
             try ListrBinaries.url("listrd"),
-            ["--service-type", world.serviceType, "--store", world.path("store.json"), "--listen-host", "127.0.0.1"],
+            ["--service-type", world.serviceType, "--store", world.path("store.sqlite"), "--listen-host", "127.0.0.1"],
             name: "second listrd"
         )
         let result = try await second.waitForExit(timeout: ListrFixture.deadline)
         #expect(result.exit == .status(70), "\(result)")
-        #expect(result.stderr.contains("The store file \(world.path("store.json")) is in use by another listrd."), "\(result)")
+        #expect(result.stderr.contains("The store file \(world.path("store.sqlite")) is in use by another listrd."), "\(result)")
         let added = try await world.ctl("item", "add", "Milk", "--connect", "127.0.0.1:\(port)")
         #expect(added.exit == .status(0), "\(added)")
     }
@@ -72,7 +71,7 @@ struct ListrWithoutDiscoveryTests {
         let (_, port) = try await world.startDaemon(name: "First")
         let second = try TestProcess.launch(
             try ListrBinaries.url("listrd"),
-            ["--service-type", world.serviceType, "--store", world.path("other.json"),
+            ["--service-type", world.serviceType, "--store", world.path("other.sqlite"),
              "--listen-host", "127.0.0.1", "--port", "\(port)"],
             name: "second listrd"
         )

@@ -48,12 +48,41 @@ final class TestProcess: Sendable {
     /// The child's process ID.
     var pid: Int32 { state.withLock { $0.pid } }
 
+    /// The user processes run as when the tests run as root: nobody, group nogroup.
+    static let unprivilegedUser = (name: "nobody", group: "nogroup")
+
+    /// Whether the tests run as root, in which case every process they start runs as
+    /// ``unprivilegedUser`` (through `setpriv`): as root, permission checks (a read-only store)
+    /// would test nothing, and a test must not run the programs with more rights than a user has.
+    static var dropsPrivileges: Bool { getuid() == 0 }
+
+    /// The uid and gid of ``unprivilegedUser``, looked up once: `getpwnam` and `getgrnam` return
+    /// static buffers, which tests running in parallel would overwrite under each other.
+    static let unprivilegedIDs: (uid: uid_t, gid: gid_t)? = {
+        guard let user = getpwnam(unprivilegedUser.name), let group = getgrnam(unprivilegedUser.group) else { return nil }
+        return (user.pointee.pw_uid, group.pointee.gr_gid)
+    }()
+
     /// Starts `executable` with `arguments` and this process's environment plus `environment`;
-    /// standard input is /dev/null.
+    /// standard input is /dev/null. When the tests run as root, it runs as nobody:nogroup with no
+    /// supplementary groups (`setpriv --reuid=nobody --regid=nogroup --clear-groups`); setpriv execs
+    /// it, so the PID is the program's.
     static func launch(_ executable: URL, _ arguments: [String], name: String, environment: [String: String] = [:]) throws -> TestProcess {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        if dropsPrivileges {
+            let setpriv = URL(fileURLWithPath: "/usr/bin/setpriv")
+            guard FileManager.default.isExecutableFile(atPath: setpriv.path) else {
+                throw TestFailure("The tests run as root, so they start programs as nobody through /usr/bin/setpriv, which is missing. Install util-linux (scripts/bootstrap does).")
+            }
+            process.executableURL = setpriv
+            process.arguments = [
+                "--reuid=\(unprivilegedUser.name)", "--regid=\(unprivilegedUser.group)", "--clear-groups", "--",
+                executable.path,
+            ] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, override in override }
         process.standardInput = FileHandle.nullDevice
         let stdout = Pipe()
