@@ -22,6 +22,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var handshakeTimeout: TimeAmount
         var connectTimeout: TimeAmount
         var backoff: Backoff
+        var security: WireSecurity
     }
 
     private struct PeerRecord {
@@ -210,6 +211,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private func serviceFound(_ service: DiscoveredService) {
         guard service.peerID != localPeerID else { return }
+        if let refusal = configuration.security.refusal(of: service) { return state.withLockedValue { _ in logger.notice("\(refusal)"); emit(.error(refusal)) } }
         let shouldDial = state.withLockedValue { state -> Bool in
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
@@ -340,7 +342,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             if !running { channel.close(promise: nil) }
             return connection
         }
-        try PeerPipeline.configure(channel, maximumFrameLength: configuration.maximumFrameLength, handler: handler)
+        try PeerPipeline.configure(channel, security: configuration.security, inbound: direction == .inbound, maximumFrameLength: configuration.maximumFrameLength, handler: handler)
     }
 
     // MARK: PeerConnectionDelegate
@@ -407,14 +409,15 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     func connectionClosed(_ connection: PeerConnection, error: PeerKitError?, byeReason: String?) {
-        if let error { logger.notice("\(error)") }
+        if let error, configuration.security.shouldLog(error, remote: connection.remoteDescription) { logger.notice("\(error)") }
         let redialKey = state.withLockedValue { state -> String? in
             state.connections[ObjectIdentifier(connection)] = nil
             guard state.running else { return nil }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
                 if let error { emit(.error(error)) }
-                return connection.serviceKey
+                // A peer refused for security reasons is not redialled until it is discovered again.
+                return error?.isSecurityRefusal == true ? nil : connection.serviceKey
             }
             guard !connection.isRetired, var record = state.peers[remote.peerID], record.active === connection else {
                 return nil

@@ -65,7 +65,11 @@ final class PeerConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             // Closing after a protocol error: what the peer still sends is dropped.
             return
         }
-        if let wireError = error as? WireError {
+        if let refusal = error as? PeerKitError, refusal.isSecurityRefusal {
+            // From the security handlers (Wire/TLS): the peer is refused before any frame was read.
+            if closeError == nil { closeError = refusal }
+            context.close(promise: nil)
+        } else if let wireError = error as? WireError {
             perform(stateMachine.frameRejected(wireError), context: context)
         } else {
             if closeError == nil, !stateMachine.isClosed {
