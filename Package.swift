@@ -112,7 +112,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ListrTests",
-            dependencies: ["ListrKit", "PeerKit"]
+            dependencies: [
+                "ListrKit", "PeerKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
