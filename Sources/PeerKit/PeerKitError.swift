@@ -132,6 +132,9 @@ extension PeerKitError {
         case let .handshakeFailed(reason, _):
             // A TLS server's refusal as a plaintext client reads it (see SecurityModeSniffer).
             return reason.contains(SecurityModeSniffer.tlsRequiredReason)
+        case let .remoteError(reason, _):
+            // The peer's admission hook refused us (see AdmissionGate).
+            return reason.contains(AdmissionGate.refusedReason)
         default:
             return false
         }

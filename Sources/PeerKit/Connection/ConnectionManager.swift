@@ -23,6 +23,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var connectTimeout: TimeAmount
         var backoff: Backoff
         var security: WireSecurity
+        var admission: AdmissionGate
     }
 
     private struct PeerRecord {
@@ -348,6 +349,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     // MARK: PeerConnectionDelegate
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
+        if let peer = connection.peer, configuration.admission.begin(connection, peer: peer, admitted: { self.admitted(connection, remote: remote) }, deliver: { self.connection(connection, received: $0) }, refused: { self.connection(connection, reported: $0) }) { return }
+        admitted(connection, remote: remote)
+    }
+
+    private func admitted(_ connection: PeerConnection, remote: Hello) {
         let retired = state.withLockedValue { state -> PeerConnection? in
             guard state.running else {
                 connection.close(after: nil)
@@ -399,7 +405,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     func connection(_ connection: PeerConnection, received envelope: Envelope) {
-        guard let peer = connection.peer else { return }
+        guard let peer = connection.peer, !configuration.admission.hold(envelope, on: connection) else { return }
         delegate?.received(envelope, from: peer, on: connection)
     }
 
@@ -437,7 +443,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 emit(.peerRemoved(record.snapshot))
             } else {
                 state.peers[remote.peerID] = record
-                scheduleRedial(record.serviceKeys, state: &state)
+                if error?.isSecurityRefusal != true { scheduleRedial(record.serviceKeys, state: &state) }
             }
             emit(.availablePeersChanged(Self.available(state)))
             return nil

@@ -43,7 +43,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 handshakeTimeout: configuration.handshakeTimeout.timeAmount,
                 connectTimeout: configuration.connectTimeout.timeAmount,
                 backoff: configuration.reconnectBackoff,
-                security: security
+                security: security,
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount)
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger
