@@ -325,7 +325,7 @@ class Suite:
                          lambda security=security: self.peerkit_throughput(4 << 20, n(100), 4, security=security)["MBps"])
             self.measure_many({f"pk.sec.{security}.rtt.p50": (f"PeerKit request/reply p50, unpinned, security {security}", "µs", "p50us", True),
                                f"pk.sec.{security}.rtt.p99": (f"PeerKit request/reply p99, unpinned, security {security}", "µs", "p99us", True),
-                               f"pk.sec.{security}.connect": (f"PeerKit start() → connected (TCP, TLS, hello), security {security}", "ms", "connectMs", True)},
+                               f"pk.sec.{security}.connect": (f"PeerKit start() → connected (TCP, TLS if on, hello), security {security}", "ms", "connectMs", True)},
                               runs, lambda security=security: self.peerkit_rtt(False, security=security))
 
         self.log("PeerKit discovery (Avahi)")
