@@ -49,6 +49,8 @@ final class AdmissionGate: Sendable {
                     return (held[id] ?? nil) ?? []
                 }
                 if verdict == true {
+                    // A connection that closed while the hook decided was already reported closed.
+                    guard connection.channel.isActive else { return }
                     admitted()
                     for envelope in messages { deliver(envelope) }
                 } else {
