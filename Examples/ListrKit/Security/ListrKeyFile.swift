@@ -18,6 +18,7 @@ public struct ListrKeyFile: Sendable {
     /// The file's path.
     public let path: String
 
+    /// A key file at `path` (not read until ``load()`` or ``loadOrCreate()``).
     public init(path: String) {
         self.path = path
     }
@@ -108,6 +109,7 @@ public enum ListrKeyFileError: Error, Sendable, CustomStringConvertible {
         return false
     }
 
+    /// The problem as a sentence that says what to do.
     public var description: String {
         switch self {
         case let .unreadable(path, reason):

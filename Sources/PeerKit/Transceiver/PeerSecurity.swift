@@ -24,6 +24,7 @@ public enum PeerSecurity: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The mode in words, naming a key only by its key id.
     public var description: String {
         switch self {
         case .none: return "no security (plaintext)"
