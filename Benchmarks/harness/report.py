@@ -29,7 +29,10 @@ RATIOS = [
     ("pk.fanout.4", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
     ("pk.fanout.16", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
 ]
-RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq JSON", "JSON floor"]
+# What security costs: each TLS figure against the same measurement in plaintext, in the same run.
+RATIOS += [(f"pk.sec.psk.{what}", [("plaintext", f"pk.sec.none.{what}")])
+           for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
+RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq JSON", "JSON floor", "plaintext"]
 
 # Issue 6's targets: (key, description, check on the figures → (met, where it stands)).
 TARGETS = [

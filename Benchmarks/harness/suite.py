@@ -116,20 +116,23 @@ class Suite:
     def service_type(self):
         return "b" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(10))
 
-    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast"):
+    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast", security="none"):
         service = self.service_type()
         result = pair([self.pkbench, "sink", "--receivers", str(receivers), "--ack-every", str(window // 2),
-                       "--service-type", service, "--timeout", "120"],
+                       "--service-type", service, "--timeout", "120", "--security", security],
                       [self.pkbench, "source", "--connect", "{ports}", "--size", str(size), "--count", str(count),
-                       "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120"],
+                       "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120",
+                       "--security", security],
                       result_from="server", timeout=120)
         return result
 
-    def peerkit_rtt(self, pin):
+    def peerkit_rtt(self, pin, security="none"):
         service = self.service_type()
-        return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120"], pin),
+        return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120",
+                            "--security", security], pin),
                     pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
-                            "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120"], pin),
+                            "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120",
+                            "--security", security], pin),
                     timeout=120)
 
     def discovery_pair(self):
@@ -312,6 +315,20 @@ class Suite:
             self.measure(f"pk.fanout.{receivers}", f"PeerKit broadcast to {receivers}, per receiver", "msgs/s", runs,
                          lambda receivers=receivers: self.peerkit_throughput(
                              100, n(self.args.peerkit_messages // receivers), 20_000, receivers)["msgsPerSec"])
+
+        self.log("PeerKit security: the same measurements with and without TLS, in this run")
+        for security in ("none", "psk"):
+            self.measure(f"pk.sec.{security}.tput.100", f"PeerKit 100 B one-way, security {security}", "msgs/s", runs,
+                         lambda security=security: self.peerkit_throughput(
+                             100, n(self.args.peerkit_messages), 20_000, security=security)["msgsPerSec"])
+            self.measure(f"pk.sec.{security}.tput.64k", f"PeerKit 64 KiB one-way, security {security}", "MB/s", runs,
+                         lambda security=security: self.peerkit_throughput(65536, n(6_000), 64, security=security)["MBps"])
+            self.measure(f"pk.sec.{security}.tput.4m", f"PeerKit 4 MiB one-way, security {security}", "MB/s", runs,
+                         lambda security=security: self.peerkit_throughput(4 << 20, n(100), 4, security=security)["MBps"])
+            self.measure_many({f"pk.sec.{security}.rtt.p50": (f"PeerKit request/reply p50, unpinned, security {security}", "µs", "p50us", True),
+                               f"pk.sec.{security}.rtt.p99": (f"PeerKit request/reply p99, unpinned, security {security}", "µs", "p99us", True),
+                               f"pk.sec.{security}.connect": (f"PeerKit start() → connected (TCP, TLS if on, hello), security {security}", "ms", "connectMs", True)},
+                              runs, lambda security=security: self.peerkit_rtt(False, security=security))
 
         self.log("PeerKit discovery (Avahi)")
         trials = max(runs, 5)

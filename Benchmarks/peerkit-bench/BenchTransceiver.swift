@@ -12,13 +12,15 @@ enum BenchTransceiver {
     ///   - port: the port to listen on; 0 picks a free one.
     ///   - logLevel: the lowest level logged (on stderr).
     static func make(serviceType: String, name: String, discovery: PeerConfiguration.Discovery,
-                     listens: Bool, port: Int = 0, logLevel: Logger.Level = .warning) -> PeerTransceiver {
+                     listens: Bool, port: Int = 0, logLevel: Logger.Level = .warning,
+                     security: PeerSecurity = .none) -> PeerTransceiver {
         var configuration = PeerConfiguration(serviceType: serviceType)
         configuration.peerName = name
         configuration.discovery = discovery
         configuration.advertises = listens
         configuration.listenHost = "127.0.0.1"
         configuration.listenPort = port
+        configuration.security = security
         var logger = Logger(label: "peerkit-bench") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = logLevel
         configuration.logger = logger

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PeerKit
 
 /// Options every benchmark process takes.
 struct CommonOptions: ParsableArguments {
@@ -16,6 +17,21 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "The lowest level PeerKit logs on stderr: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .warning
 
+    /// The security of the measured transceivers; every process of one measurement must agree.
+    @Option(help: "none (plaintext) or psk (TLS 1.2 ECDHE-PSK-CHACHA20-POLY1305 with a fixed benchmark key).")
+    var security: BenchSecurity = .none
+
+    /// ``security`` as PeerKit's setting. The psk key is fixed, so that separate processes share it
+    /// (loopback only: it protects nothing).
+    var peerSecurity: PeerSecurity {
+        switch security {
+        case .none: return .none
+        case .psk:
+            // 32 fixed bytes cannot fail PeerKey's length check.
+            return (try? PeerKey(bytes: (0..<32).map { UInt8($0) })).map { .preSharedKey($0) } ?? .none
+        }
+    }
+
     /// Starts the watchdog that ends the process after ``timeout`` seconds; `progress` says how
     /// far the process got, for the error message.
     func startWatchdog(_ what: String, progress: @escaping @Sendable () -> String = { "" }) {
@@ -29,3 +45,8 @@ struct CommonOptions: ParsableArguments {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// The values of `--security`.
+enum BenchSecurity: String, ExpressibleByArgument {
+    case none, psk
+}

@@ -6,6 +6,8 @@ struct LatencySummary: Encodable {
     let meanus: Double
     let minus: Double
     let maxus: Double
+    /// start() → the peer connected (TCP, TLS when on, and the hello exchange), in ms, when measured.
+    var connectMs: Double?
 
     /// Summarises `samples` (microseconds, any order, at least one).
     init(samples: [Double]) {

@@ -26,11 +26,13 @@ extension PeerKitBench {
             common.startWatchdog("The requester")
             let endpoints = BenchTransceiver.endpoints([connect])
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "ping",
-                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel)
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity)
+            let connectBegin = ContinuousClock.now
             try await transceiver.start()
             guard let peer = await transceiver.waitForConnectedPeers(1).first else {
                 Report.fail("No echo server connected at \(connect).")
             }
+            let connectMilliseconds = ContinuousClock.now.seconds(since: connectBegin) * 1000
             let template = BenchPayload(size: size, seq: 0)
             var samples: [Double] = []
             samples.reserveCapacity(count)
@@ -47,7 +49,9 @@ extension PeerKitBench {
                     samples.append(end.seconds(since: begin) * 1e6)
                 }
             }
-            Report.emit(LatencySummary(samples: samples))
+            var summary = LatencySummary(samples: samples)
+            summary.connectMs = connectMilliseconds
+            Report.emit(summary)
             transceiver.stop()
         }
     }

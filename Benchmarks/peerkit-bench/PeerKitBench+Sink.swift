@@ -40,7 +40,7 @@ extension PeerKitBench {
             var transceivers: [PeerTransceiver] = []
             for (index, counter) in counters.enumerated() {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
-                                                        discovery: .none, listens: true, port: port, logLevel: common.logLevel)
+                                                        discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity)
                 counter.install(on: transceiver)
                 transceiver.reportLostPeers(as: "sink-\(index)")
                 try await transceiver.start()

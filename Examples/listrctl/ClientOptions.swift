@@ -1,4 +1,5 @@
 import ArgumentParser
+import ListrKit
 import Logging
 import PeerKit
 
@@ -19,10 +20,16 @@ struct ClientOptions: ParsableArguments {
     )
     var addresses: [String] = []
 
+    @Option(help: ArgumentHelp("The pre-shared key file listrd uses. Default: $LISTR_KEY_FILE, else $XDG_CONFIG_HOME/listr/key, else ~/.config/listr/key.", valueName: "path"))
+    var keyFile: String?
+
+    @Flag(help: "Use no key (plaintext), to talk to a listrd started with --insecure.")
+    var insecure = false
+
     @Flag(help: "Print machine-readable JSON: {\"message\":…} on standard output, {\"error\":…} on standard error.")
     var json = false
 
-    @Flag(help: "Log what PeerKit does to standard error.")
+    @Flag(name: [.short, .long], help: "Log what PeerKit does to standard error, and which listrd were skipped and why.")
     var verbose = false
 
     func validate() throws {
@@ -41,6 +48,16 @@ struct ClientOptions: ParsableArguments {
 
     /// The timeout as a `Duration`.
     var timeoutDuration: Duration { .milliseconds(Int64((timeout * 1000).rounded())) }
+
+    /// The security to connect with: the key file's key, or none with `--insecure`.
+    func security() throws(ListrCtlError) -> PeerSecurity {
+        if insecure { return .none }
+        do {
+            return .preSharedKey(try ListrKeyFile.resolve(option: keyFile).loadOrCreate().key)
+        } catch {
+            throw .keyFile(error.description)
+        }
+    }
 
     /// The addresses given with `--connect`.
     var endpoints: [PeerEndpoint] { addresses.compactMap(PeerEndpoint.init) }

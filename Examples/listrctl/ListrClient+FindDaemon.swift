@@ -1,3 +1,5 @@
+import Foundation
+import ListrKit
 import PeerKit
 
 extension ListrClient {
@@ -16,11 +18,11 @@ extension ListrClient {
     ///
     /// Only daemons that connect count: an advertisement that outlives its daemon is not a
     /// candidate, so a restarted daemon is not mistaken for two.
-    static func findDaemon(on transceiver: PeerTransceiver, options: ClientOptions) async throws -> Peer {
+    static func findDaemon(on transceiver: PeerTransceiver, options: ClientOptions, events: AsyncStream<PeerEvent>) async throws -> Peer {
         let timeout = options.timeoutDuration
         if let name = options.peer {
             do {
-                return try await transceiver.waitForPeer(timeout: timeout) { $0.name == name }
+                return try await waitForDaemon(on: transceiver, options: options, events: events) { $0.name == name }
             } catch PeerKitError.noPeerFound {
                 let available = Set(transceiver.availablePeers.map(\.name)).sorted()
                 throw ListrCtlError.noDaemonNamed(name, serviceType: options.serviceType, timeout: timeout, available: available)
@@ -28,7 +30,7 @@ extension ListrClient {
         }
         let first: Peer
         do {
-            first = try await transceiver.waitForPeer(timeout: timeout)
+            first = try await waitForDaemon(on: transceiver, options: options, events: events) { _ in true }
         } catch PeerKitError.noPeerFound {
             throw ListrCtlError.noDaemon(serviceType: options.serviceType, timeout: timeout, addresses: options.endpoints)
         }
@@ -42,6 +44,44 @@ extension ListrClient {
             throw ListrCtlError.severalDaemons(serviceType: options.serviceType, names: daemons.map(\.name).sorted())
         }
         return first
+    }
+
+    /// Waits for a daemon matching `predicate` to connect, like `waitForPeer`, and fails at once
+    /// (with exit status 77) when every daemon found was refused for security: another key, or
+    /// none. A refused daemon, such as a fake advertisement without the key, is never sent a
+    /// command; with `--verbose` listrctl says it skipped it.
+    private static func waitForDaemon(
+        on transceiver: PeerTransceiver, options: ClientOptions, events: AsyncStream<PeerEvent>,
+        where predicate: @escaping @Sendable (Peer) -> Bool
+    ) async throws -> Peer {
+        let timeout = options.timeoutDuration
+        let addresses = options.endpoints.count
+        let verbose = options.verbose
+        let keyFile = options.insecure ? nil : ListrKeyFile.resolve(option: options.keyFile).path
+        return try await withThrowingTaskGroup(of: Peer.self) { group in
+            group.addTask { try await transceiver.waitForPeer(timeout: timeout, where: predicate) }
+            group.addTask {
+                var refused = 0
+                for await event in events {
+                    guard case let .error(error) = event, error.isSecurityRefusal else { continue }
+                    refused += 1
+                    if verbose { FileHandle.standardError.write(Data("listrctl: skipped a listrd: \(error)\n".utf8)) }
+                    if addresses > 0 {
+                        guard refused >= addresses else { continue }
+                    } else {
+                        // Others found by the same browse are reported within milliseconds.
+                        try await Task.sleep(for: otherDaemonsDiscoveryDelay)
+                        guard !transceiver.availablePeers.contains(where: predicate) else { continue }
+                    }
+                    throw ListrCtlError.securityRefused(error, keyFile: keyFile)
+                }
+                try await Task.sleep(for: timeout)  // the stream ended: leave the answer to waitForPeer
+                throw PeerKitError.notRunning
+            }
+            defer { group.cancelAll() }
+            guard let peer = try await group.next() else { throw PeerKitError.notRunning }
+            return peer
+        }
     }
 
     /// Waits until every available peer is connected, or `limit` passes.

@@ -21,13 +21,16 @@ struct ListrClient {
         configuration.peerName = clientName
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = options.peerKitLogger
+        configuration.security = try options.security()
         if !options.endpoints.isEmpty {
             configuration.discovery = .staticPeers(options.endpoints)
         }
         let transceiver = PeerTransceiver(configuration: configuration)
+        // Subscribed before start, so that no refusal of a daemon is missed.
+        let events = transceiver.events()
         do {
             try await transceiver.start()
-            let daemon = try await findDaemon(on: transceiver, options: options)
+            let daemon = try await findDaemon(on: transceiver, options: options, events: events)
             return ListrClient(options: options, output: Output(json: options.json), transceiver: transceiver, daemon: daemon)
         } catch {
             await transceiver.shutdown()

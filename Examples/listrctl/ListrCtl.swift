@@ -14,7 +14,7 @@ struct ListrCtl: AsyncParsableCommand {
         the subcommand: "listrctl --connect 127.0.0.1:7000 item list" and "listrctl item list --connect \
         127.0.0.1:7000" are the same.
 
-        \(ExitStatus.help([.success, .refused, .usage, .noInput, .unavailable, .cannotCreate]))
+        \(ExitStatus.help([.success, .refused, .usage, .noInput, .unavailable, .cannotCreate, .noPermission, .configuration]))
         """,
         version: PeerKitVersion.current,
         subcommands: [Item.self, Store.self, Config.self, Watch.self]

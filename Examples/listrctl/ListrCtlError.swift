@@ -21,6 +21,10 @@ enum ListrCtlError: Error, CustomStringConvertible {
     case cannotWrite(path: String, reason: String)
     /// The command was cancelled before it was done.
     case cancelled
+    /// The key file cannot be used.
+    case keyFile(String)
+    /// Every listrd found was refused for security: another key, or no key (--insecure).
+    case securityRefused(PeerKitError, keyFile: String?)
 
     /// Wraps an error thrown while talking to the daemon.
     init(_ error: any Error) {
@@ -56,6 +60,12 @@ enum ListrCtlError: Error, CustomStringConvertible {
             return "The file \(path) cannot be read: \(reason). Nothing was sent."
         case let .cannotWrite(path, reason):
             return "The dump could not be written to \(path): \(reason). Check the folder and its permissions."
+        case let .keyFile(sentence):
+            return sentence
+        case let .securityRefused(error, keyFile):
+            let hint = keyFile.map { "listrctl uses the key in \($0) (--key-file, LISTR_KEY_FILE): give listrd and listrctl the same key file" }
+                ?? "listrctl runs with --insecure: drop it to use the key file listrd uses"
+            return "listrctl cannot talk to listrd safely, so nothing was sent. \(error.description) \(hint)."
         case .cancelled:
             return "listrctl was interrupted before it was done; if the command had been sent, run \"listrctl item list\" to see whether listrd applied it."
         }
@@ -68,6 +78,8 @@ enum ListrCtlError: Error, CustomStringConvertible {
         case .cannotRead: 66
         case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled: 69
         case .cannotWrite: 73
+        case .securityRefused: 77
+        case .keyFile: 78
         }
     }
 

@@ -18,7 +18,7 @@ struct Listrd: AsyncParsableCommand {
         Every change is on disk before it is acknowledged. SIGTERM or SIGINT stops it gracefully. \
         Under systemd (Type=notify) it tells systemd when it is ready and when it stops.
 
-        \(ExitStatus.help([.success, .usage, .software]))
+        \(ExitStatus.help([.success, .usage, .software, .configuration]))
         """,
         version: PeerKitVersion.current
     )
@@ -37,6 +37,12 @@ struct Listrd: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("The TCP port to listen on; 0 picks a free one.", valueName: "port"))
     var port: Int = 0
+
+    @Option(help: ArgumentHelp("The pre-shared key file (made on first run). Default: $LISTR_KEY_FILE, else $XDG_CONFIG_HOME/listr/key, else ~/.config/listr/key.", valueName: "path"))
+    var keyFile: String?
+
+    @Flag(help: "Use no key: plaintext, so anyone on the network can read, replace or delete the list.")
+    var insecure = false
 
     @Option(help: ArgumentHelp("The lowest level logged: trace, debug, info, notice, warning, error or critical (saved in the store's settings; default: the saved one, else info).", valueName: "level"))
     var logLevel: Logger.Level?
@@ -83,6 +89,19 @@ struct Listrd: AsyncParsableCommand {
         configuration.listenPort = port
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = Logger(label: "listrd.peerkit")
+        if insecure {
+            logger.warning("--insecure: listrd uses no key; anyone on the network can read, replace or delete the list.")
+        } else {
+            let keyFile = ListrKeyFile.resolve(option: keyFile)
+            do {
+                let (key, created) = try keyFile.loadOrCreate()
+                configuration.security = .preSharedKey(key)
+                logger.info("\(created ? "Created a new key" : "Using the key") in \(keyFile.path) (key id \(key.keyID)); listrctl reads the same file.")
+            } catch {
+                logger.critical("\(error.description)")
+                throw ExitStatus.configuration.exitCode
+            }
+        }
 
         let service: ListrService
         do {

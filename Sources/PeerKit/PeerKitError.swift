@@ -50,6 +50,26 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case noPeerFound(serviceType: String, timeout: Duration)
     /// The transceiver is not running.
     case notRunning
+    /// A ``PeerKey`` could not be made (wrong length, unreadable key file, empty passphrase).
+    case invalidKey(reason: String)
+    /// The TLS contexts for ``PeerConfiguration/security`` could not be built.
+    case securitySetupFailed(reason: String)
+    /// A peer that holds another pre-shared key tried to connect, or was dialled; closed during the
+    /// TLS handshake, before anything was read from it.
+    case keyMismatch(peer: String, ourKeyID: String, detail: String)
+    /// A peer spoke plaintext to this TLS transceiver (or answered its dial in plaintext); closed
+    /// before anything it sent was read.
+    case plaintextPeer(peer: String, security: String)
+    /// A peer spoke TLS to this plaintext transceiver; closed before anything it sent was read.
+    case tlsPeer(peer: String)
+    /// The peer uses TLS, but another security mode (or TLS version, or cipher suite) than this one.
+    case securityModeMismatch(peer: String, ours: String, detail: String)
+    /// The TLS handshake with a peer failed for another reason.
+    case securityHandshakeFailed(peer: String, reason: String)
+    /// Discovery found a peer that advertises another security mode or key id; it is not dialled.
+    case advertisedSecurityMismatch(service: String, theirs: String, ours: String)
+    /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
+    case admissionRefused(peer: String)
 
     /// The error as a sentence naming the values involved: what happened and what to do.
     public var description: String {
@@ -98,8 +118,51 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "No peer of service type \"\(serviceType)\" connected within \(timeout.peerKitSeconds). Check that a peer is running and advertising that service type, and that avahi-daemon is running."
         case .notRunning:
             return "The transceiver is not running; call resume() before sending."
+        case let .invalidKey(reason):
+            return "The pre-shared key cannot be used: \(reason). Make a key with PeerKey.random() (32 random bytes) and give every peer the same one."
+        case let .securitySetupFailed(reason):
+            return "Security cannot be set up: \(reason)."
+        case let .keyMismatch(peer, ourKeyID, detail):
+            return "\(peer.capitalizedFirst) does not share our pre-shared key: \(detail). Our key id is \(ourKeyID); give both sides the same key. The connection was closed before anything was read from it."
+        case let .plaintextPeer(peer, security):
+            return "\(peer.capitalizedFirst) speaks plaintext, and this transceiver requires TLS (security \(security)). Configure the same PeerConfiguration.security on both sides. The connection was closed before anything was read from it."
+        case let .tlsPeer(peer):
+            return "\(peer.capitalizedFirst) speaks TLS, and this transceiver has security .none (plaintext). Configure the same PeerConfiguration.security (and key) on both sides. The connection was closed before anything was read from it."
+        case let .securityModeMismatch(peer, ours, detail):
+            return "\(peer.capitalizedFirst) uses another security mode than ours (\(ours)): \(detail). Configure the same PeerConfiguration.security on both sides."
+        case let .securityHandshakeFailed(peer, reason):
+            return "The TLS handshake with \(peer) failed: \(reason)."
+        case let .advertisedSecurityMismatch(service, theirs, ours):
+            return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
+        case let .admissionRefused(peer):
+            return "The admission hook refused \(peer); its connection was closed."
         }
     }
+}
+
+extension PeerKitError {
+    /// Whether the error refused a peer for security reasons (key, mode, TLS). Such a peer is not
+    /// redialled until it is discovered again, and a refusal is logged once per host and episode.
+    public var isSecurityRefusal: Bool {
+        switch self {
+        case .keyMismatch, .plaintextPeer, .tlsPeer, .securityModeMismatch, .securityHandshakeFailed,
+             .advertisedSecurityMismatch, .admissionRefused:
+            return true
+        case let .handshakeFailed(reason, _):
+            // A TLS server's refusal as a plaintext client reads it (see SecurityModeSniffer).
+            return reason.contains(SecurityModeSniffer.tlsRequiredReason)
+        case let .remoteError(reason, _):
+            // The peer's admission hook refused us (see AdmissionGate).
+            return reason.contains(AdmissionGate.refusedReason)
+        default:
+            return false
+        }
+    }
+}
+
+extension String {
+    /// The string with its first letter in upper case, to start a sentence with "the … peer at …".
+    var capitalizedFirst: String { prefix(1).uppercased() + dropFirst() }
 }
 
 extension Duration {

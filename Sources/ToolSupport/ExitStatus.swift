@@ -19,6 +19,11 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
     case software = 70
     /// An output file could not be written.
     case cannotCreate = 73
+    /// Every peer found was refused for security: another key, or none (nothing was sent).
+    case noPermission = 77
+    /// The key file (or another configuration file) cannot be used: unreadable, malformed, or
+    /// readable by other users.
+    case configuration = 78
 
     /// What the status means, as a phrase.
     public var meaning: String {
@@ -30,6 +35,8 @@ public enum ExitStatus: Int32, CaseIterable, Sendable {
         case .unavailable: "no peer answered in time, or none could be reached"
         case .software: "the program could not start (listen, open its store)"
         case .cannotCreate: "an output file could not be written"
+        case .noPermission: "every peer found has another key or none, so nothing was sent"
+        case .configuration: "the key file cannot be used (unreadable, malformed or readable by others)"
         }
     }
 

@@ -36,6 +36,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var handshakeTimeout: TimeAmount
         var connectTimeout: TimeAmount
         var backoff: Backoff
+        var security: WireSecurity = .plaintext
+        var admission = AdmissionGate(admission: nil, timeout: .seconds(10))
     }
 
     private struct PeerRecord {
@@ -285,6 +287,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private func serviceFound(_ service: DiscoveredService) {
         guard service.peerID != localPeerID else { return }
+        if let refusal = configuration.security.refusal(of: service) {
+            // It advertises another security mode or key: dialling it would only fail.
+            if configuration.security.shouldLog(refusal, remote: service.key) { logger.notice("\(refusal)") }
+            withState { $0.emit(.error(refusal)) }
+            return
+        }
         let shouldDial = withState { state -> Bool in
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
@@ -477,14 +485,27 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             if !running { channel.close(promise: nil) }
             return connection
         }
-        try PeerPipeline.configure(channel, limit: limit, handler: handler)
+        try PeerPipeline.configure(channel, security: configuration.security, inbound: direction == .inbound, limit: limit, handler: handler)
     }
 
     // MARK: PeerConnectionDelegate
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
+        withState { $0.pendingHandshakes.remove(ObjectIdentifier(connection)) }
+        // The admission hook (when there is one) decides before the peer is reported connected.
+        let waiting = connection.peer.map { peer in
+            configuration.admission.begin(
+                connection, peer: peer,
+                admitted: { self.admitted(connection, remote: remote) },
+                deliver: { self.connection(connection, received: $0) }
+            )
+        } ?? false
+        if !waiting { admitted(connection, remote: remote) }
+    }
+
+    /// The peer on `connection` completed its handshake and was admitted: it is connected.
+    private func admitted(_ connection: PeerConnection, remote: Hello) {
         let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
-            state.pendingHandshakes.remove(ObjectIdentifier(connection))
             guard state.running else { return (nil, nil) }
             var reached: (String, Int)?
             if let key = connection.serviceKey, var service = state.services[key] {
@@ -544,20 +565,24 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     func connection(_ connection: PeerConnection, received envelope: Envelope) {
-        guard let peer = connection.peer else { return }
+        guard let peer = connection.peer, !configuration.admission.hold(envelope, on: connection) else { return }
         delegate?.received(envelope, from: peer, on: connection)
     }
 
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
         let error = reason.error(peer: connection.description)
+        // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
+        // redialled until the peer is discovered again, and logged once per host and episode.
+        let refused = error?.isSecurityRefusal == true
         let redialKey = withState { state -> String? in
             let id = ObjectIdentifier(connection)
             state.connections[id] = nil
             state.pendingHandshakes.remove(id)
             guard state.running else { return nil }
+            if refused, let error { state.emit(.error(error)) }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
-                return connection.serviceKey
+                return refused ? nil : connection.serviceKey
             }
             guard reason != .duplicate, var record = state.peers[remote.peerID], record.active === connection else {
                 return nil
@@ -577,7 +602,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 state.emit(.peerRemoved(record.snapshot))
             } else {
                 state.peers[remote.peerID] = record
-                scheduleRedial(record.serviceKeys, state: &state)
+                if !refused { scheduleRedial(record.serviceKeys, state: &state) }
             }
             state.emit(.availablePeersChanged(Self.available(state)))
             return nil
@@ -585,6 +610,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         if let redialKey {
             // A dial whose handshake failed: the back-off logs the episode once.
             dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
+        } else if let error, refused {
+            if configuration.security.shouldLog(error, remote: connection.remoteDescription) { logger.notice("\(error)") }
         } else if let error, connection.remote != nil || connection.direction == .inbound {
             // An established connection that ended badly, or a stranger that failed its handshake.
             logger.notice("\(error)")

@@ -65,6 +65,9 @@ struct ConnectionStateMachine {
         case connectionLost
         /// The socket failed (reset, TLS error, ...): what the transport said.
         case transportError(String)
+        /// This side refused the peer: a failed TLS handshake (a wrong key, the other security
+        /// mode) or the admission hook; `notice` is sent to the peer as `peerkit.error` first.
+        case refused(PeerKitError, notice: String?)
     }
 
     /// What the handler must do after an event.
@@ -269,19 +272,22 @@ struct ConnectionStateMachine {
     }
 
     /// This side closes the connection (`.stopped` or `.duplicate`): say bye when the handshake
-    /// completed, then close once it is sent.
+    /// completed, then close once it is sent. A refusal (`.refused`) sends its notice instead and
+    /// half-closes, so that the peer can read why.
     mutating func closeRequested(_ reason: CloseReason) -> Action {
-        switch state {
-        case .closing, .closed:
-            return .none
-        case let .open(remote):
+        guard !isEnding else { return .none }
+        if case let .refused(_, notice) = reason {
+            state = .closing(remote: remoteHello, delivering: false)
+            let frame = notice.map { ControlFrame.error(reason: $0, replyTo: nil) }
+            return .close(sending: frame, mode: frame == nil ? .close : .halfClose, reason: reason)
+        }
+        if case let .open(remote) = state {
             let duplicate = reason == .duplicate
             state = .closing(remote: remote, delivering: duplicate)
             return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: duplicate ? .awaitPeer : .close, reason: reason)
-        case .idle, .handshaking:
-            state = .closing(remote: nil, delivering: false)
-            return .close(sending: nil, mode: .close, reason: reason)
         }
+        state = .closing(remote: nil, delivering: false)
+        return .close(sending: nil, mode: .close, reason: reason)
     }
 
     /// The socket closed (`error`: why, when the transport failed). Reports the reason unless
@@ -427,6 +433,8 @@ extension ConnectionStateMachine.CloseReason {
             return .connectionClosed(peer: peer)
         case let .transportError(description):
             return .connectionFailed(peer: peer, reason: description)
+        case let .refused(error, _):
+            return error
         }
     }
 }

@@ -93,7 +93,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let wireError = error as? WireError {
+        if let refusal = error as? PeerKitError, refusal.isSecurityRefusal {
+            // From the security handlers (Wire/TLS): the peer is refused before any frame was read.
+            perform(stateMachine.closeRequested(.refused(refusal, notice: nil)), context: context)
+        } else if let wireError = error as? WireError {
             perform(stateMachine.frameRejected(wireError), context: context)
         } else {
             perform(stateMachine.transportFailed(Self.describe(error)), context: context)

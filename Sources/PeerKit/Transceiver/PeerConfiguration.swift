@@ -80,6 +80,15 @@ public struct PeerConfiguration: Sendable {
     /// The back-off between attempts to reach a peer that cannot be reached: 0.5 s, doubling
     /// up to 30 s, with jitter. A new advertisement of the peer resets it.
     public var reconnectBackoff: Backoff
+    /// How connections are protected: ``PeerSecurity/none`` (plaintext, the default) or
+    /// ``PeerSecurity/preSharedKey(_:)``. One line turns on TLS:
+    /// `configuration.security = .preSharedKey(try PeerKey(contentsOfFile: path))`.
+    public var security: PeerSecurity
+    /// Decides, for each peer whose handshake succeeded, whether to keep its connection: return
+    /// `false` to close it before any of its messages is delivered. The default admits every peer
+    /// (with security on, every peer that proved it holds the key). Like MultipeerConnectivity's
+    /// invitation handler.
+    public var admission: PeerAdmission?
     /// Where PeerKit logs.
     public var logger: Logger
     /// The event loops that run the sockets. Defaults to NIO's shared singleton group.
@@ -106,6 +115,8 @@ public struct PeerConfiguration: Sendable {
         self.handshakeTimeout = .seconds(5)
         self.connectTimeout = .seconds(1)
         self.reconnectBackoff = Backoff()
+        self.security = .none
+        self.admission = nil
         self.logger = Logger(label: "PeerKit")
         self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton
     }

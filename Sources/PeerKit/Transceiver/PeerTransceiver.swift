@@ -113,9 +113,10 @@ public final class PeerTransceiver: Sendable {
     /// Validates the configuration and makes the session, synchronously; nil when already running.
     private func beginStart() throws(PeerKitError) -> TransceiverSession? {
         try configuration.validate()
+        let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
             lifecycle = .starting(session)
             return session
         }
@@ -143,6 +144,9 @@ public final class PeerTransceiver: Sendable {
         guard stillWanted else {
             session.stop()
             return
+        }
+        if case .none = configuration.security {
+            logger.warning("PeerKit traffic of \"\(configuration.serviceType)\" is neither authenticated nor encrypted (PeerConfiguration.security is .none): anyone on the network can read and send messages. Set security = .preSharedKey(...) to protect it.")
         }
         logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
         hub.publish(.started(port: port ?? 0))

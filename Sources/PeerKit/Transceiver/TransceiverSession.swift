@@ -20,7 +20,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var dispatcherTask: Task<Void, Never>?
     }
 
-    init(configuration: PeerConfiguration, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
+    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -48,7 +48,9 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 peerTimeout: configuration.peerTimeout.timeAmount,
                 handshakeTimeout: configuration.handshakeTimeout.timeAmount,
                 connectTimeout: configuration.connectTimeout.timeAmount,
-                backoff: configuration.reconnectBackoff
+                backoff: configuration.reconnectBackoff,
+                security: security,
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount)
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger
@@ -82,6 +84,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
             var txt = configuration.discoveryInfo
             txt["peerid"] = peerID
             txt["proto"] = String(Hello.currentProtocol)
+            txt.merge(manager.configuration.security.txtRecord) { _, security in security }
             let request = DiscoveryRequest(
                 serviceType: configuration.serviceType,
                 peerID: peerID,

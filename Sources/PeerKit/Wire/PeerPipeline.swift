@@ -1,11 +1,13 @@
 import NIOCore
 
 /// The channel pipeline of every peer connection, the same for the listener's child channels
-/// and for dialled channels: frame decoding with its limit, then the connection handler.
+/// and for dialled channels: the security handlers (mode sniffer, TLS), then frame decoding with
+/// its limit, then the connection handler.
 enum PeerPipeline {
-    /// Adds the frame decoder (whose limit follows `limit`) and `handler` to `channel`. Call on the
-    /// channel's event loop.
-    static func configure(_ channel: any Channel, limit: FrameLengthLimit, handler: some ChannelHandler) throws {
+    /// Adds the security handlers, the frame decoder (whose limit follows `limit`) and `handler`
+    /// to `channel`. Call on the channel's event loop.
+    static func configure(_ channel: any Channel, security: WireSecurity = .plaintext, inbound: Bool = true, limit: FrameLengthLimit, handler: some ChannelHandler) throws {
+        try security.addHandlers(to: channel, inbound: inbound)
         let decoder = ByteToMessageHandler(FrameDecoder(limit: limit))
         try channel.pipeline.syncOperations.addHandler(decoder)
         try channel.pipeline.syncOperations.addHandler(handler)

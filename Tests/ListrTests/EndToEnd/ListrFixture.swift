@@ -53,6 +53,9 @@ final class ListrFixture {
         try? FileManager.default.removeItem(atPath: folder)
     }
 
+    /// The scenario's own key file (LISTR_KEY_FILE), so that tests never touch ~/.config/listr/key.
+    var keyEnvironment: [String: String] { ["LISTR_KEY_FILE": path("key")] }
+
     /// A path in the scenario's folder.
     func path(_ name: String) -> String { folder + "/" + name }
 
@@ -78,7 +81,7 @@ final class ListrFixture {
         let arguments = ["--service-type", serviceType, "--store", store ?? path("store.sqlite"), "--listen-host", "127.0.0.1"]
             + (name.map { ["--name", $0] } ?? []) + extra
         let name = readyName ?? name ?? ""
-        let daemon = try TestProcess.launch(try ListrBinaries.url("listrd"), arguments, name: "listrd \"\(name)\"")
+        let daemon = try TestProcess.launch(try ListrBinaries.url("listrd"), arguments, name: "listrd \"\(name)\"", environment: keyEnvironment)
         started.append(daemon)
         try await daemon.waitFor("its ready line", timeout: Self.deadline) { _, stderr in
             stderr.contains("serving \"\(name)\"")
@@ -117,7 +120,8 @@ final class ListrFixture {
         let process = try TestProcess.launch(
             try ListrBinaries.url("listrctl"),
             arguments + ["--service-type", serviceType, "--timeout", timeout],
-            name: "listrctl \(arguments.joined(separator: " "))"
+            name: "listrctl \(arguments.joined(separator: " "))",
+            environment: keyEnvironment
         )
         started.append(process)
         return process

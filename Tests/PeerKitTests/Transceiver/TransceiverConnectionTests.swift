@@ -267,7 +267,7 @@ struct TransceiverConnectionTests {
         try await transceiver.start()
         #expect(discovery.startRequests == [DiscoveryRequest(
             serviceType: serviceType, peerID: transceiver.peerID, peerName: "Kitchen",
-            port: transceiver.listeningPort, txtRecord: ["role": "store", "peerid": transceiver.peerID, "proto": "1"]
+            port: transceiver.listeningPort, txtRecord: ["role": "store", "peerid": transceiver.peerID, "proto": "1", "sec": "none"]
         )])
         transceiver.stop()
 

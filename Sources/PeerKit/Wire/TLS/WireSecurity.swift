@@ -1,0 +1,160 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOSSL
+
+/// ``PeerSecurity`` made ready for the wire at start: the TLS contexts for accepted and dialled
+/// connections, what to advertise, and the once-per-episode log of refused peers.
+final class WireSecurity: Sendable {
+    /// The mode this was made from.
+    let security: PeerSecurity
+    /// The service type, for sentences ("the listrd peer at …").
+    let serviceType: String
+    private let serverContext: NIOSSLContext?
+    private let clientContext: NIOSSLContext?
+    private let refusals = NIOLockedValueBox(RefusalLog())
+
+    /// The only cipher suite of ``PeerSecurity/preSharedKey(_:)``: ECDHE for forward secrecy,
+    /// ChaCha20-Poly1305 for authenticated encryption.
+    static let pskCipherSuite = "ECDHE-PSK-CHACHA20-POLY1305"
+
+    /// Builds the TLS contexts.
+    init(security: PeerSecurity, serviceType: String) throws(PeerKitError) {
+        self.security = security
+        self.serviceType = serviceType
+        switch security {
+        case .none:
+            serverContext = nil
+            clientContext = nil
+        case let .preSharedKey(key):
+            do {
+                serverContext = try NIOSSLContext(configuration: Self.pskConfiguration(key: key, server: true))
+                clientContext = try NIOSSLContext(configuration: Self.pskConfiguration(key: key, server: false))
+            } catch {
+                throw PeerKitError.securitySetupFailed(reason: "TLS with the pre-shared key could not be set up (\(error))")
+            }
+        }
+    }
+
+    /// Plaintext, for tests of the pipeline that do not care about security.
+    static let plaintext: WireSecurity = {
+        do { return try WireSecurity(security: .none, serviceType: "peerkit") } catch { fatalError("plaintext needs no TLS context: \(error)") }
+    }()
+
+    /// Whether connections use TLS.
+    var usesTLS: Bool { serverContext != nil }
+
+    /// The TXT pairs that advertise the mode: `sec`, and for a pre-shared key `keyid`.
+    var txtRecord: [String: String] {
+        switch security {
+        case .none: return ["sec": "none"]
+        case let .preSharedKey(key): return ["sec": "psk", "keyid": key.keyID]
+        }
+    }
+
+    /// The refusal of a discovered service whose TXT record advertises another mode or key id, or nil
+    /// when it may be dialled (also when it advertises no `sec` key: the TLS handshake decides).
+    func refusal(of service: DiscoveredService) -> PeerKitError? {
+        guard let theirs = service.txtRecord["sec"] else { return nil }
+        let ours = txtRecord
+        let theirKeyID = service.txtRecord["keyid"]
+        guard theirs != ours["sec"] || theirKeyID != ours["keyid"] else { return nil }
+        func describe(_ mode: String, _ keyID: String?) -> String {
+            keyID.map { "\(mode) (key id \($0))" } ?? mode
+        }
+        return .advertisedSecurityMismatch(
+            service: service.name,
+            theirs: describe(theirs, theirKeyID),
+            ours: describe(ours["sec"] ?? "none", ours["keyid"])
+        )
+    }
+
+    static func pskConfiguration(key: PeerKey, server: Bool) -> TLSConfiguration {
+        var configuration = TLSConfiguration.makePreSharedKeyConfiguration()
+        // BoringSSL offers external PSKs with TLS 1.2 only.
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.maximumTLSVersion = .tlsv12
+        configuration.cipherSuites = pskCipherSuite
+        configuration.certificateVerification = .none
+        let identity = PSKIdentity.identity(for: key)
+        let secret = key.bytes
+        if server {
+            configuration.pskHint = identity
+            configuration.pskServerProvider = { context in
+                // A client that names another key id cannot hold our key: refuse it by name.
+                guard context.clientIdentity == identity else { throw PSKIdentityRefused() }
+                var bytes = NIOSSLSecureBytes()
+                bytes.append(secret)
+                return PSKServerIdentityResponse(key: bytes)
+            }
+        } else {
+            configuration.pskClientProvider = { _ in
+                var bytes = NIOSSLSecureBytes()
+                bytes.append(secret)
+                return PSKClientIdentityResponse(key: bytes, identity: identity)
+            }
+        }
+        return configuration
+    }
+
+    /// Adds the handlers that go before framing: the mode sniffer, and with TLS the TLS handler and
+    /// the translator of its errors. Call on the channel's event loop.
+    func addHandlers(to channel: any Channel, inbound: Bool) throws {
+        let operations = channel.pipeline.syncOperations
+        let sniffer = SecurityModeSniffer(expectsTLS: usesTLS, inbound: inbound, security: self)
+        try operations.addHandler(sniffer)
+        if inbound, let serverContext {
+            try operations.addHandler(NIOSSLServerHandler(context: serverContext))
+        } else if !inbound, let clientContext {
+            try operations.addHandler(try NIOSSLClientHandler(context: clientContext, serverHostname: nil))
+        }
+        if usesTLS {
+            try operations.addHandler(TLSErrorTranslator(security: self, inbound: inbound))
+        }
+    }
+
+    /// "the listrd peer at 127.0.0.1:41234", for sentences.
+    func describe(_ address: SocketAddress?) -> String {
+        "the \(serviceType) peer at \(address.map(Self.hostPort) ?? "an unknown address")"
+    }
+
+    static func hostPort(_ address: SocketAddress) -> String {
+        switch address {
+        case .v4: return "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+        case .v6: return "[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
+        case .unixDomainSocket: return address.pathname ?? "a Unix socket"
+        }
+    }
+
+    // MARK: Refusals
+
+    /// Whether to log `error`, a refusal of a connection from or to `address`: once per remote
+    /// host per episode (an episode ends after ``RefusalLog/episodeGap`` without a refusal from it).
+    func shouldLog(_ error: PeerKitError, remote address: String, now: NIODeadline = .now()) -> Bool {
+        guard error.isSecurityRefusal else { return true }
+        let host = address.split(separator: ":").dropLast().joined(separator: ":")
+        return refusals.withLockedValue { $0.shouldLog(host: host.isEmpty ? address : host, now: now) }
+    }
+
+    /// Hosts whose refusal was logged, with when they were last refused.
+    struct RefusalLog {
+        /// A host refused again within this time is in the same episode and is not logged again.
+        static let episodeGap = TimeAmount.seconds(60)
+        /// The most hosts remembered; past it the oldest is forgotten (and may be logged again).
+        static let maximumHosts = 1024
+
+        var lastRefused: [String: NIODeadline] = [:]
+
+        mutating func shouldLog(host: String, now: NIODeadline) -> Bool {
+            defer { lastRefused[host] = now }
+            if let last = lastRefused[host], now - last < Self.episodeGap { return false }
+            if lastRefused.count >= Self.maximumHosts, let oldest = lastRefused.min(by: { $0.value < $1.value })?.key {
+                lastRefused[oldest] = nil
+            }
+            return true
+        }
+    }
+}
+
+/// Thrown by the server's PSK provider for a client that names another key id.
+struct PSKIdentityRefused: Error {}

@@ -1,0 +1,73 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+@testable import PeerKit
+
+@Suite("The admission hook")
+struct AdmissionTests {
+    @Test("a peer the hook refuses is disconnected before any of its messages is delivered, and does not redial; another is admitted")
+    func refuses() async throws {
+        let serviceType = randomServiceType()
+        let key = PeerKey.random()
+        var serverConfiguration = secureConfiguration(serviceType: serviceType, name: "server", security: .preSharedKey(key))
+        serverConfiguration.admission = { peer in peer.name != "mallory" }
+        let server = PeerTransceiver(configuration: serverConfiguration)
+        let serverLog = EventLog(server)
+        let inbox = Inbox<String>()
+        server.receive(Note.self) { note, sender in inbox.put("\(sender.name):\(note.text)") }
+        try await server.start()
+        defer { server.stop() }
+
+        let mallory = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "mallory", security: .preSharedKey(key), peers: [try endpoint(of: server)]))
+        let malloryLog = EventLog(mallory)
+        try await mallory.start()
+        defer { mallory.stop() }
+        // Mallory's own side admits the server and sends at once.
+        let serverPeer = try await mallory.waitForPeer(timeout: .seconds(20))
+        try? await mallory.send(Note(text: "let me in"), to: [serverPeer])
+        try await within(20, "the refusal") {
+            while !serverLog.errors.contains(where: { if case .admissionRefused = $0 { return true } else { return false } }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let alice = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "alice", security: .preSharedKey(key), peers: [try endpoint(of: server)]))
+        try await alice.start()
+        defer { alice.stop() }
+        let aliceServer = try await alice.waitForPeer(timeout: .seconds(20))
+        try await alice.send(Note(text: "hi"), to: [aliceServer])
+        #expect(try await inbox.take(1) == ["alice:hi"], "mallory's message was never delivered")
+        try await within(20, "alice's peerConnected") {
+            while serverLog.connected.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(serverLog.connected.map(\.name) == ["alice"])
+        // Mallory is told why and does not redial (the back-off would within 1.2 s).
+        try await Task.sleep(for: .seconds(3))
+        #expect(malloryLog.connected.count == 1, "\(malloryLog.all)")
+        #expect(malloryLog.errors.contains { $0.description.contains(AdmissionGate.refusedReason) }, "\(malloryLog.errors)")
+    }
+
+    @Test("messages that arrive while the hook decides are held and delivered in order once the peer is admitted")
+    func holdsMessages() async throws {
+        let serviceType = randomServiceType()
+        var serverConfiguration = loopbackConfiguration(serviceType: serviceType, name: "server")
+        let release = AsyncStream.makeStream(of: Void.self)
+        serverConfiguration.admission = { _ in
+            for await _ in release.stream { return true }
+            return false
+        }
+        let server = PeerTransceiver(configuration: serverConfiguration)
+        let inbox = Inbox<String>()
+        server.receive(Note.self) { note in inbox.put(note.text) }
+        try await server.start()
+        defer { server.stop() }
+        let client = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "client", peers: [try endpoint(of: server)]))
+        try await client.start()
+        defer { client.stop() }
+        let peer = try await client.waitForPeer(timeout: .seconds(20))
+        for n in 1...3 { try await client.send(Note(text: "\(n)"), to: [peer]) }
+        #expect(server.connectedPeers.isEmpty, "not connected before the verdict")
+        release.continuation.yield()
+        #expect(try await inbox.take(3) == ["1", "2", "3"])
+        #expect(server.connectedPeers.map(\.name) == ["client"])
+    }
+}
