@@ -27,6 +27,12 @@ struct PeerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Seconds to wait for a peer, and then for its answer.", valueName: "seconds"))
     var timeout: Double = 5
 
+    @Option(help: ArgumentHelp("Talk TLS with the pre-shared key in this file (as `listrd --key-file` writes it); without it, plaintext.", valueName: "path"))
+    var keyFile: String?
+
+    @Option(help: ArgumentHelp("Talk TLS with a pre-shared key stretched from this passphrase (scrypt).", valueName: "passphrase"))
+    var passphrase: String?
+
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
 
@@ -65,6 +71,17 @@ struct PeerOptions: ParsableArguments {
         configuration.advertises = advertise
         if !staticPeers.isEmpty {
             configuration.discovery = .staticPeers(staticPeers.compactMap(PeerEndpoint.init))
+        }
+        do {
+            if let keyFile, passphrase != nil {
+                throw ValidationError("--key-file \(keyFile) and --passphrase both name a key; give one of them.")
+            } else if let keyFile {
+                configuration.security = .preSharedKey(try PeerKey(contentsOfFile: keyFile))
+            } else if let passphrase {
+                configuration.security = .preSharedKey(try PeerKey(passphrase: passphrase))
+            }
+        } catch let error as PeerKitError {
+            throw ValidationError(error.description)
         }
         var logger = Logger(label: "peerkit") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = verbose ? .debug : .critical

@@ -71,8 +71,13 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var localHello: Hello
         var server: (any Channel)?
         var connections: [ObjectIdentifier: PeerConnection] = [:]
-        /// Incoming connections still in their handshake.
+        /// Accepted channels whose handshake has not completed (by channel identity).
         var pendingHandshakes: Set<ObjectIdentifier> = []
+        /// Accepted channels whose connection object does not exist yet (by channel identity).
+        var accepting: Set<ObjectIdentifier> = []
+        /// The connection cap in force: the configured one, or less when the descriptor limit
+        /// leaves room for fewer (see ``DescriptorBudget``).
+        var maximumConnections: Int
         var peers: [String: PeerRecord] = [:]
         var services: [String: ServiceRecord] = [:]
         /// How many duplicate connections were resolved by the tie-break (a diagnostic for tests).
@@ -97,7 +102,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
-        self.state = NIOLockedValueBox(State(localHello: configuration.localHello))
+        self.state = NIOLockedValueBox(State(localHello: configuration.localHello, maximumConnections: configuration.maximumConnections))
         self.group = group
         self.timerLoop = group.next()
         self.logger = logger
@@ -144,6 +149,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     func start() async throws -> Int? {
         withState { $0.running = true }
         guard configuration.listens else { return nil }
+        let budget = DescriptorBudget.current()
+        let cap = min(configuration.maximumConnections, budget?.connections ?? .max)
+        withState { $0.maximumConnections = cap }
+        if let budget, cap < configuration.maximumConnections {
+            logger.notice("The descriptor limit (ulimit -n) is \(budget.limit) with \(budget.open) open, which leaves room for \(budget.connections) connections: PeerConfiguration.maximumConnections (\(configuration.maximumConnections)) is lowered to \(budget.connections). Raise the limit to allow more.")
+        }
         let address = "\(configuration.listenHost):\(configuration.listenPort)"
         let logger = logger
         do {
@@ -201,6 +212,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             state.peers = [:]
             state.services = [:]
             state.pendingHandshakes = []
+            state.accepting = []
             defer { state.connections = [:]; state.server = nil }
             return (Array(state.connections.values), state.server)
         }
@@ -430,33 +442,46 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     /// Sets up an accepted connection, or closes it at once when a connection limit is reached.
     private func configureInbound(_ channel: any Channel) throws {
-        let refusal = withState { state -> (count: Int, limit: Int, what: String)? in
-            if state.connections.count >= configuration.maximumConnections {
-                return (state.connections.count, configuration.maximumConnections, "PeerConfiguration.maximumConnections")
+        // The check and the reservation happen under one lock, so that a burst of accepted
+        // connections cannot all pass the check before any of them counts.
+        let channelID = ObjectIdentifier(channel)
+        typealias Refusal = (count: Int, limit: Int, what: String, first: Bool)
+        let outcome = withState { state -> (refusal: Refusal?, resumedAfter: Int) in
+            let open = state.connections.count + state.accepting.count
+            if open >= state.maximumConnections {
+                state.refusedInEpisode += 1
+                let what = state.maximumConnections < configuration.maximumConnections
+                    ? "PeerConfiguration.maximumConnections, lowered to fit the descriptor limit"
+                    : "PeerConfiguration.maximumConnections"
+                return ((open, state.maximumConnections, what, state.refusedInEpisode == 1), 0)
             }
             if state.pendingHandshakes.count >= configuration.maximumPendingHandshakes {
-                return (state.pendingHandshakes.count, configuration.maximumPendingHandshakes, "PeerConfiguration.maximumPendingHandshakes")
-            }
-            return nil
-        }
-        if let refusal {
-            let first = withState { state -> Bool in
                 state.refusedInEpisode += 1
-                return state.refusedInEpisode == 1
+                return ((state.pendingHandshakes.count, configuration.maximumPendingHandshakes, "PeerConfiguration.maximumPendingHandshakes", state.refusedInEpisode == 1), 0)
             }
-            if first {
+            state.accepting.insert(channelID)
+            state.pendingHandshakes.insert(channelID)
+            defer { state.refusedInEpisode = 0 }
+            return (nil, state.refusedInEpisode)
+        }
+        if let refusal = outcome.refusal {
+            if refusal.first {
                 let what = refusal.what.hasSuffix("Handshakes") ? "connections are in their handshake" : "connections are open"
                 logger.warning("Refusing new connections: \(refusal.count) \(what), the limit (\(refusal.what) = \(refusal.limit)). Connections are accepted again when one ends; this is logged once until then.")
             }
             channel.close(promise: nil)
             return
         }
-        let resumed = withState { state -> Int in
-            defer { state.refusedInEpisode = 0 }
-            return state.refusedInEpisode
+        if outcome.resumedAfter > 0 {
+            logger.notice("Accepting connections again after refusing \(outcome.resumedAfter) over the limits.")
         }
-        if resumed > 0 {
-            logger.notice("Accepting connections again after refusing \(resumed) over the limits.")
+        // Until its connection object exists the channel counts in `accepting`; until its
+        // handshake completes, in `pendingHandshakes`. A channel that closes early frees both.
+        channel.closeFuture.whenComplete { _ in
+            self.withState { state in
+                state.accepting.remove(channelID)
+                state.pendingHandshakes.remove(channelID)
+            }
         }
         try configurePipeline(channel, direction: .inbound, serviceKey: nil)
     }
@@ -479,7 +504,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 guard state.running else { return false }
                 let id = ObjectIdentifier(connection)
                 state.connections[id] = connection
-                if direction == .inbound { state.pendingHandshakes.insert(id) }
+                state.accepting.remove(ObjectIdentifier(channel))
                 return true
             }
             if !running { channel.close(promise: nil) }
@@ -491,7 +516,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     // MARK: PeerConnectionDelegate
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
-        withState { $0.pendingHandshakes.remove(ObjectIdentifier(connection)) }
+        withState { $0.pendingHandshakes.remove(ObjectIdentifier(connection.channel)) }
         // The admission hook (when there is one) decides before the peer is reported connected.
         let waiting = connection.peer.map { peer in
             configuration.admission.begin(
@@ -577,7 +602,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         let redialKey = withState { state -> String? in
             let id = ObjectIdentifier(connection)
             state.connections[id] = nil
-            state.pendingHandshakes.remove(id)
+            state.pendingHandshakes.remove(ObjectIdentifier(connection.channel))
             guard state.running else { return nil }
             if refused, let error { state.emit(.error(error)) }
             guard let remote = connection.remote else {
@@ -641,42 +666,13 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// An error as a sentence fragment naming its cause: for a system call, the call and errno.
     static func describe(_ error: any Error) -> String {
         if let ioError = error as? IOError {
-            return "\(ioError.description) (errno \(ioError.errnoCode): \(String(cString: strerror(ioError.errnoCode))))"
+            // Its description names the call, the errno's text and its number.
+            return ioError.description
         }
         if let connectError = error as? NIOConnectionError {
             let reasons = connectError.connectionErrors.map { "\($0.target): \(describe($0.error))" }
             return reasons.isEmpty ? "\(connectError)" : reasons.joined(separator: "; ")
         }
         return String(describing: error)
-    }
-}
-
-/// On a listening channel, after NIO's `AcceptBackoffHandler`: logs accept errors (such as
-/// EMFILE at the descriptor limit) once per episode, and that accepting works again.
-private final class AcceptErrorLogger: ChannelInboundHandler {
-    typealias InboundIn = any Channel
-
-    private let logger: Logger
-    private let address: String
-    private var failures = 0
-
-    init(logger: Logger, address: String) {
-        self.logger = logger
-        self.address = address
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if failures > 0 {
-            logger.notice("Accepting connections on \(address) again after \(failures) failed attempts.")
-            failures = 0
-        }
-        context.fireChannelRead(data)
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        failures += 1
-        if failures == 1 {
-            logger.error("Accepting a connection on \(address) failed: \(ConnectionManager.describe(error)). Accepting pauses for 1 s after each failure; this is logged once until accepting works again. At the descriptor limit, raise it (ulimit -n) or lower PeerConfiguration.maximumConnections.")
-        }
     }
 }

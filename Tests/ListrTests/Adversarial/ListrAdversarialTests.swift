@@ -7,7 +7,9 @@ import Glibc
 /// A real `listrd` attacked from raw sockets on 127.0.0.1: what a stranger on the network can make
 /// it spend (memory read from /proc/PID/status, CPU from /proc/PID/stat) and write to its log.
 /// listrd's frame limit is 256 MiB (`ListrLimits.maximumMessageLength`), so these are the attacks
-/// of issue 10 with their real sizes.
+/// of issue 10 with their real sizes. listrd runs `--insecure` here, because these attacks are on
+/// the plaintext framing and handshake, which with a key sit behind TLS (ListrSecurityTests shows a
+/// stranger without the key is refused before any frame is read).
 @Suite("listrd under attack from raw sockets")
 struct ListrAdversarialTests {
     /// How much a child's resident memory may grow under an attack that PeerKit bounds: well above
@@ -18,7 +20,7 @@ struct ListrAdversarialTests {
     @Test("six 256 MiB frames before the hello are refused at their length field and do not grow listrd's memory")
     func oversizedFramesBeforeHello() async throws {
         let world = try ListrFixture()
-        let (daemon, port) = try await world.startDaemon()
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
         let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
 
         // Each attacker announces 256 MiB and then streams up to 64 MiB of it; a listrd that
@@ -50,7 +52,7 @@ struct ListrAdversarialTests {
         #expect(peak - baseline < Self.memoryGrowthBound, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)) under six 256 MiB pre-hello frames; the bound is \(Self.memoryGrowthBound)")
 
         // It still serves.
-        let list = try await world.ctl("item", "list", "--connect", "127.0.0.1:\(port)")
+        let list = try await world.ctl("item", "list", "--connect", "127.0.0.1:\(port)", "--insecure")
         #expect(list.exit == .status(0), "\(list)")
     }
 
@@ -58,7 +60,7 @@ struct ListrAdversarialTests {
     func floodIsFair() async throws {
         let world = try ListrFixture()
         // notice: the flood's 300,000 "done" lines at info would measure the log, not PeerKit.
-        let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "notice"])
+        let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "notice", "--insecure"])
         let serviceType = world.serviceType
         let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
 
@@ -133,7 +135,7 @@ struct ListrAdversarialTests {
     @Test("2,000 idle connections are refused over the handshake cap with one log line per episode, and a real client gets in")
     func idleConnections() async throws {
         let world = try ListrFixture()
-        let (daemon, port) = try await world.startDaemon()
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
         let serviceType = world.serviceType
         let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
         let cpuBefore = try ProcStatus.cpuSeconds(pid: daemon.pid)
@@ -187,55 +189,55 @@ struct ListrAdversarialTests {
         #expect(refusing.count <= 3 && refusing.count <= resumed.count + 1, "listrd logged \(refusing.count) refusal lines and \(resumed.count) resumption lines for 2,000 idle connections; one per episode was expected:\n\(log.suffix(4000))")
     }
 
-    @Test("at its file descriptor limit listrd backs off accepting instead of spinning, and logs it once per episode")
+    @Test("at a low descriptor limit listrd caps its connections to fit, refuses the rest without spinning, logs once per episode, and a client gets in afterwards")
     func descriptorLimit() async throws {
         let world = try ListrFixture()
         let prlimit = try #require(["/usr/bin/prlimit", "/bin/prlimit"].first(where: FileManager.default.isExecutableFile),
                                    "prlimit (util-linux) is needed to start listrd with few file descriptors")
         let listrd = try ListrBinaries.url("listrd")
-        // 40 descriptors: under the 64 pending handshakes, so idle strangers exhaust them.
+        // 48 descriptors: far under the 512 connections and 64 pending handshakes configured, so
+        // without a cap that fits the limit idle strangers exhaust the descriptors, and accept()
+        // fails with EMFILE while their connections wait in the backlog: the event loop spins.
         let daemon = try TestProcess.launch(URL(fileURLWithPath: prlimit), [
-            "--nofile=40:40", "--", listrd.path, "--service-type", world.serviceType, "--name", "fd limit",
-            "--store", world.path("store.json"), "--listen-host", "127.0.0.1",
-        ], name: "listrd (40 descriptors)")
+            "--nofile=48:48", "--", listrd.path, "--service-type", world.serviceType, "--name", "fd limit",
+            "--store", world.path("store.sqlite"), "--listen-host", "127.0.0.1", "--insecure",
+        ], name: "listrd (48 descriptors)")
         defer { daemon.send(SIGKILL) }
         try await daemon.waitFor("its ready line", timeout: ListrFixture.deadline) { _, stderr in stderr.contains("serving \"fd limit\"") }
         let stderr = daemon.stderr
         let port = try #require(stderr.range(of: " on port ").flatMap { Int(stderr[$0.upperBound...].prefix { $0.isNumber }) }, "\(stderr)")
+        let lowered = stderr.lines(containing: "PeerConfiguration.maximumConnections (512) is lowered to")
+        #expect(lowered.count == 1, "listrd did not say that its descriptor limit lowers its connection cap:\n\(stderr.suffix(4000))")
 
         let idle = try await blocking { try (0..<300).map { _ in try RawSocket.connect(port: port, waitForConnection: false) } }
-        defer { idle.forEach { $0.close() } }
-        // Measure 3 s while the descriptors are exhausted (before the 5 s handshake timeout frees them).
+        // Measure 3 s while the cap is reached (before the 5 s handshake timeout frees it).
         try await Task.sleep(for: .milliseconds(500))
         let cpuBefore = try ProcStatus.cpuSeconds(pid: daemon.pid)
         let descriptors = ProcStatus.openDescriptors(pid: daemon.pid)
         try await Task.sleep(for: .seconds(3))
         let cpu = try ProcStatus.cpuSeconds(pid: daemon.pid) - cpuBefore
-        let windowLog = daemon.stderr
-        // A listrd that backs off uses next to nothing; one that spins uses a core (less when
-        // the machine is busy, so the bound is well below one core).
-        #expect(cpu < 0.75, "listrd used \(cpu) s of CPU in 3 s at its descriptor limit (\(descriptors) open of 40): it spins on accept")
+        // A listrd that refuses uses next to nothing; one that spins on accept uses a core (less
+        // when the machine is busy, so the bound is well below one core).
+        #expect(cpu < 0.75, "listrd used \(cpu) s of CPU in 3 s with its connections at the cap (\(descriptors) descriptors open of 48): it spins on accept")
+        #expect(descriptors < 48, "listrd has all its \(descriptors) descriptors open: the cap does not fit the limit")
+        let log = daemon.stderr
+        // Accepting and closing 300 connections in a burst can still meet EMFILE for a moment;
+        // that is one episode, logged once.
+        let acceptFailures = log.lines(containing: "Accepting a connection on")
+        #expect(acceptFailures.count <= 1, "listrd logged \(acceptFailures.count) accept failures in one episode; once was expected:\n\(log.suffix(4000))")
+        let refusing = log.lines(containing: "Refusing new connections")
+        #expect(refusing.count == 1, "listrd logged \(refusing.count) refusal lines in one episode; one was expected:\n\(log.suffix(4000))")
 
-        // The episode ends when the 5 s handshake timeout frees descriptors; its closing line
-        // counts the attempts: about one a second with back-off, hundreds of thousands without.
-        try await daemon.waitFor("the end of the accept-failure episode", timeout: .seconds(30)) { _, stderr in
-            !stderr.lines(containing: "failed attempts").isEmpty
-        }
-        let attempts = daemon.stderr.lines(containing: "failed attempts").first.flatMap { line in
-            line.range(of: " after ").flatMap { Int(line[$0.upperBound...].prefix { $0.isNumber }) }
-        }
-        #expect((attempts ?? .max) <= 20, "listrd tried accepting \(attempts.map(String.init) ?? "an unknown number of") times in one episode at its descriptor limit; with a 1 s back-off it is a few")
-
-        let log = windowLog
-        let failures = log.lines(containing: "Accepting a connection on")
-        #expect(failures.count >= 1, "listrd did not log that accepting failed at its descriptor limit (\(descriptors) of 40 open):\n\(log.suffix(4000))")
-        #expect(failures.count <= 2, "listrd logged \(failures.count) accept failures in one episode; once per episode was expected:\n\(log.suffix(4000))")
+        // The strangers leave: a real client gets in.
+        idle.forEach { $0.close() }
+        let list = try await world.ctl("item", "list", "--connect", "127.0.0.1:\(port)", "--insecure")
+        #expect(list.exit == .status(0), "\(list)")
     }
 
     @Test("a hello whose name holds a newline cannot forge a log line, and an over-long name is refused")
     func controlCharactersInName() async throws {
         let world = try ListrFixture()
-        let (daemon, port) = try await world.startDaemon()
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
         let serviceType = world.serviceType
         let reply = try await blocking { () -> String? in
             let socket = try RawSocket.connect(port: port)

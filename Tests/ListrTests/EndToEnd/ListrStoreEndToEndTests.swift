@@ -55,7 +55,7 @@ struct ListrStoreEndToEndTests {
         let json = legacyStore([(milk, "Milk", false), (milk, "Milk again", false)])
         let path = try world.write(json, to: "store.json")
         let result = try await world.runDaemonToExit(store: path)
-        #expect(result.exit == .status(1), "\(result)")
+        #expect(result.exit == .status(70), "\(result)")
         #expect(result.stderr.contains("The JSON store \(path) could not be moved into the database: items 1 and 2 have the same id \(milk). Nothing was changed"), "\(result)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == json)
         let names = try FileManager.default.contentsOfDirectory(atPath: world.folder).filter { $0 != "store.json.lock" }
@@ -72,7 +72,7 @@ struct ListrStoreEndToEndTests {
         let world = try ListrFixture()
         let path = try world.write(contents, to: "store.sqlite")
         let result = try await world.runDaemonToExit(store: path)
-        #expect(result.exit == .status(1), "\(kind): \(result)")
+        #expect(result.exit == .status(70), "\(kind): \(result)")
         #expect(result.stderr.contains("The file \(path) is not a Listr store (\(reason)"), "\(kind): \(result)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == contents, "\(kind) was changed")
         let names = try FileManager.default.contentsOfDirectory(atPath: world.folder).filter { $0 != "store.sqlite.lock" }
@@ -90,7 +90,7 @@ struct ListrStoreEndToEndTests {
 
         #expect(chmod(store, 0o444) == 0)
         let readOnlyFile = try await world.runDaemonToExit(store: store)
-        #expect(readOnlyFile.exit == .status(1), "\(readOnlyFile)")
+        #expect(readOnlyFile.exit == .status(70), "\(readOnlyFile)")
         #expect(readOnlyFile.stderr.contains("The store \(store) cannot be written: this user"), "\(readOnlyFile)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: store)) == before)
         #expect(chmod(store, 0o644) == 0)
@@ -98,7 +98,7 @@ struct ListrStoreEndToEndTests {
         #expect(chmod(world.folder, 0o555) == 0)
         defer { chmod(world.folder, 0o755) }
         let readOnlyFolder = try await world.runDaemonToExit(store: store)
-        #expect(readOnlyFolder.exit == .status(1), "\(readOnlyFolder)")
+        #expect(readOnlyFolder.exit == .status(70), "\(readOnlyFolder)")
         #expect(readOnlyFolder.stderr.contains("may not create files in its folder \(world.folder)"), "\(readOnlyFolder)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: store)) == before)
     }

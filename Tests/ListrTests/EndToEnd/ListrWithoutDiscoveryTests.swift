@@ -31,7 +31,8 @@ struct ListrWithoutDiscoveryTests {
         let daemon = try TestProcess.launch(
             try ListrBinaries.url("listrd"),
             ["--service-type", world.serviceType, "--store", path, "--listen-host", "127.0.0.1"],
-            name: "listrd"
+            name: "listrd",
+            environment: world.keyEnvironment
         )
         let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
         #expect(result.exit == .status(70), "\(result)")
@@ -46,7 +47,8 @@ struct ListrWithoutDiscoveryTests {
         let second = try TestProcess.launch(
             try ListrBinaries.url("listrd"),
             ["--service-type", world.serviceType, "--store", world.path("store.sqlite"), "--listen-host", "127.0.0.1"],
-            name: "second listrd"
+            name: "second listrd",
+            environment: world.keyEnvironment
         )
         let result = try await second.waitForExit(timeout: ListrFixture.deadline)
         #expect(result.exit == .status(70), "\(result)")
@@ -73,7 +75,8 @@ struct ListrWithoutDiscoveryTests {
             try ListrBinaries.url("listrd"),
             ["--service-type", world.serviceType, "--store", world.path("other.sqlite"),
              "--listen-host", "127.0.0.1", "--port", "\(port)"],
-            name: "second listrd"
+            name: "second listrd",
+            environment: world.keyEnvironment
         )
         let result = try await second.waitForExit(timeout: ListrFixture.deadline)
         #expect(result.exit == .status(70), "\(result)")
@@ -89,7 +92,7 @@ struct ListrWithoutDiscoveryTests {
             try ListrBinaries.url("listrctl"),
             ["item", "list", "--service-type", world.serviceType, "--timeout", "20"],
             name: "listrctl without a system bus",
-            environment: ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(world.path("no-bus"))"]
+            environment: world.keyEnvironment.merging(["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(world.path("no-bus"))"]) { $1 }
         )
         let result = try await process.waitForExit(timeout: ListrFixture.deadline)
         #expect(result.exit == .status(69), "\(result)")

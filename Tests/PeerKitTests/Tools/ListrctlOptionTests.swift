@@ -8,7 +8,8 @@ struct ListrctlOptionTests {
         ["--timeout", "1", "item", "--connect", "127.0.0.1:9", "list"],
     ])
     func globalOptions(arguments: [String]) async throws {
-        let result = try await ToolRun.run("listrctl", arguments)
+        // --insecure: no key file is needed (nobody, whom the tests run it as, cannot write one in ~root).
+        let result = try await ToolRun.run("listrctl", arguments + ["--insecure"])
         // Nothing listens on port 9: the command ran and found no listrd (69), not a usage error (64).
         #expect(result.status == 69, "\(result.standardError)")
         #expect(result.standardError.contains("127.0.0.1:9"), "\(result.standardError)")

@@ -1,0 +1,49 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How many connections the process's file-descriptor limit leaves room for.
+///
+/// Every connection holds one descriptor. A listener that runs out of descriptors cannot even
+/// accept a connection to close it: `accept` fails with EMFILE while the connection waits in the
+/// backlog, and the event loop is woken for it again and again. So the connection cap is kept
+/// below what the limit allows (``reserve`` descriptors stay free for accepting, files and the
+/// discovery client), and connections over the cap are accepted and closed at once instead.
+struct DescriptorBudget: Equatable, Sendable {
+    /// Descriptors kept free beyond those already open when listening starts.
+    static let reserve = 16
+
+    /// The soft limit (`ulimit -n`).
+    var limit: Int
+    /// The descriptors open when it was measured.
+    var open: Int
+
+    /// How many connections fit: the limit minus what is open minus ``reserve``, at least 1.
+    var connections: Int { max(1, limit - open - Self.reserve) }
+
+    /// The process's budget now, or nil when the limit is unlimited or cannot be read.
+    static func current() -> DescriptorBudget? {
+        var limits = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limits) == 0, limits.rlim_cur != rlim_t.max else { return nil }
+        let limit = Int(clamping: limits.rlim_cur)
+        return DescriptorBudget(limit: limit, open: openDescriptors(below: limit))
+    }
+
+    /// The number of open descriptors: the entries of /proc/self/fd (Linux), else a probe of
+    /// every descriptor below `limit` with fcntl(F_GETFD).
+    private static func openDescriptors(below limit: Int) -> Int {
+        if let directory = opendir("/proc/self/fd") {
+            defer { closedir(directory) }
+            var count = 0
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if name != "." && name != ".." { count += 1 }
+            }
+            // The directory's own descriptor was open while counting.
+            return max(0, count - 1)
+        }
+        return (0..<min(limit, 65_536)).reduce(0) { count, fd in fcntl(Int32(fd), F_GETFD) == -1 ? count : count + 1 }
+    }
+}
