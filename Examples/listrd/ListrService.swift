@@ -98,7 +98,7 @@ final class ListrService: Service, Sendable {
                 serving "\(name)" (service type \(configuration.serviceType)) \
                 on port \(port), store \(storePath)
                 """)
-            await notifier.send("READY=1\nSTATUS=Serving \"\(name)\" on port \(port).")
+            await notifier.send("READY=1\nSTATUS=Serving on port \(port) as \"\(name)\".")
 
             let renamed = await nextName(after: name)
             watchers.removeAll()

@@ -124,7 +124,7 @@ struct ListrAdversarialTests {
         shutdown(flooder.descriptor, Int32(SHUT_RDWR))  // ends the flood's blocked write
         _ = try await flood.value
 
-        #expect(!finishedInWindow || writtenInWindow == 300_000, "listrd closed the flooding connection after \(writtenInWindow) messages; a fast sender is slowed by TCP, not disconnected")
+        #expect(!finishedInWindow || writtenInWindow == 300_000, "listrd closed the flooding connection after \(writtenInWindow) messages; a fast sender is slowed by TCP, not disconnected. listrd said: \(daemon.stderr.lines(containing: "flooder"))")
         #expect(writtenInWindow >= 10_000, "listrd took only \(writtenInWindow) messages of the flood in 20 s")
         #expect(unanswered == 0, "request \(number) of the second client got no answer within 10 s during the flood (\(writtenInWindow) flood messages written)")
         let slowest = latencies.max() ?? .infinity
@@ -225,8 +225,10 @@ struct ListrAdversarialTests {
         // that is one episode, logged once.
         let acceptFailures = log.lines(containing: "Accepting a connection on")
         #expect(acceptFailures.count <= 1, "listrd logged \(acceptFailures.count) accept failures in one episode; once was expected:\n\(log.suffix(4000))")
+        // An episode ends when a connection ends (the 5 s handshake timeout frees the cap's slots).
         let refusing = log.lines(containing: "Refusing new connections")
-        #expect(refusing.count == 1, "listrd logged \(refusing.count) refusal lines in one episode; one was expected:\n\(log.suffix(4000))")
+        let resumed = log.lines(containing: "Accepting connections again")
+        #expect(refusing.count >= 1 && refusing.count <= resumed.count + 1, "listrd logged \(refusing.count) refusal lines and \(resumed.count) resumption lines; one per episode was expected:\n\(log.suffix(4000))")
 
         // The strangers leave: a real client gets in.
         idle.forEach { $0.close() }

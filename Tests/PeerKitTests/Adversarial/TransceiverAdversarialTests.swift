@@ -52,8 +52,9 @@ struct TransceiverAdversarialTests {
     func frameInProgressIsLife() async throws {
         let serviceType = randomServiceType()
         var configuration = loopbackConfiguration(serviceType: serviceType, name: "patient")
-        configuration.heartbeatInterval = .milliseconds(200)
-        configuration.peerTimeout = .seconds(1)
+        // A piece every 200 ms against a 2 s timeout: a margin of 10 for a busy machine.
+        configuration.heartbeatInterval = .milliseconds(400)
+        configuration.peerTimeout = .seconds(2)
         let transceiver = PeerTransceiver(configuration: configuration)
         try await transceiver.start()
         defer { transceiver.stop() }
@@ -67,12 +68,12 @@ struct TransceiverAdversarialTests {
         try await peer.sayHello(serviceType: serviceType, peerID: "trickler", name: "trickler")
         _ = try await nextEvent(events, "the trickler to connect") { if case .peerConnected = $0 { true } else { false } }
         let frame = ByteBuffer.frame(#"{"type":"AdversarialBlob","payload":{"text":"\#(String(repeating: "y", count: 40 * 4096))"}}"#)
-        // 4 s for one frame, four times the peer timeout, a piece every 100 ms.
+        // 8 s for one frame, four times the peer timeout, a piece every 200 ms.
         var remaining = frame
         while remaining.readableBytes > 0 {
             let piece = remaining.readSlice(length: min(4096, remaining.readableBytes)) ?? ByteBuffer()
             try await peer.write(piece)
-            try await Task.sleep(for: .milliseconds(100))
+            try await Task.sleep(for: .milliseconds(200))
         }
         #expect(try await inbox.take(1) == [40 * 4096])
         #expect(transceiver.availablePeers.contains { $0.id == "trickler" }, "the peer was dropped while its frame was still arriving")

@@ -21,12 +21,13 @@ struct ListrdNotifyTests {
         receiver.startReading(into: continuation)
         try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: socketPath)
 
-        let store = directory.appendingPathComponent("store.json").path
+        let store = directory.appendingPathComponent("store.sqlite").path
         let listrd = ToolRun.path("listrd")
         let arguments = [listrd, "--store", store, "--listen-host", "127.0.0.1", "--service-type", AvahiTestSupport.randomServiceType(), "--name", "notify-test"]
+        let environment = ["NOTIFY_SOCKET": socketPath, "LISTR_KEY_FILE": directory.appendingPathComponent("key").path]
         let process = getuid() == 0
-            ? try ChildProcess("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + arguments, environment: ["NOTIFY_SOCKET": socketPath])
-            : try ChildProcess(listrd, Array(arguments.dropFirst()), environment: ["NOTIFY_SOCKET": socketPath])
+            ? try ChildProcess("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups"] + arguments, environment: environment)
+            : try ChildProcess(listrd, Array(arguments.dropFirst()), environment: environment)
         defer { process.terminate() }
 
         let ready = try await within(30, "READY=1 from listrd") {

@@ -147,11 +147,16 @@ extension PeerkitInspectorTests {
         var configuration = PeerConfiguration(serviceType: serviceType)
         configuration.peerName = "advertised"
         configuration.listenHost = "127.0.0.1"
-        configuration.discoveryInfo = ["sec": "psk", "role": "store"]
+        configuration.discoveryInfo = ["role": "store"]
+        // With a key: the TXT record says sec=psk, and the inspector needs the same key to connect.
+        configuration.security = .preSharedKey(try PeerKey(passphrase: "inspector test passphrase"))
         let peer = PeerTransceiver(configuration: configuration)
         try await peer.start()
         defer { peer.stop() }
-        let result = try await ToolRun.run("peerkit", ["browse", serviceType, "--listen-host", "127.0.0.1", "--json", "--duration", "5"])
+        let result = try await ToolRun.run("peerkit", [
+            "browse", serviceType, "--listen-host", "127.0.0.1", "--json", "--duration", "5",
+            "--passphrase", "inspector test passphrase",
+        ])
         #expect(result.status == 0, "\(result.standardError)")
         let lines = ToolRun.jsonLines(result.standardOutput)
         let found = try #require(lines.first { $0["event"] as? String == "found" }, "\(result.standardOutput)")

@@ -304,7 +304,7 @@ struct TransceiverEdgeTests {
         } catch {
             let text = String(describing: error)
             #expect(text.contains("127.0.0.1:\(configuration.listenPort)"))
-            #expect(text.contains("errno 98"))
+            #expect(text.contains("(errno: 98)"))
         }
     }
 }
