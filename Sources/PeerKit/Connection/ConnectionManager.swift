@@ -94,6 +94,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     let configuration: Configuration
+    /// One heartbeat timer per event loop for all connections.
+    private let heartbeats: HeartbeatTicker
     private let group: any EventLoopGroup
     private let timerLoop: any EventLoop
     private let logger: Logger
@@ -106,6 +108,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         self.group = group
         self.timerLoop = group.next()
         self.logger = logger
+        self.heartbeats = HeartbeatTicker(interval: ConnectionStateMachine.Configuration.tickInterval(
+            heartbeatInterval: configuration.heartbeatInterval, peerTimeout: configuration.peerTimeout
+        ))
     }
 
     /// Where events go. Set before ``start()``.
@@ -498,7 +503,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         )
         let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
         let inboundLimit = configuration.maximumQueuedInboundBytes
-        let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, delegate: self) { channel in
+        let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, ticker: heartbeats, delegate: self) { channel in
             let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit)
             let running = self.withState { state -> Bool in
                 guard state.running else { return false }

@@ -27,6 +27,17 @@ struct ConnectionStateMachine {
         var maximumQueuedOutboundBytes: Int = 32 * 1024 * 1024
         /// …for at most this long before the peer is disconnected as too slow.
         var slowPeerGracePeriod: TimeAmount = .seconds(10)
+
+        /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:)``:
+        /// often enough that a silent peer is noticed within a tenth of the timeout of its due
+        /// time, and a ping goes out within half an interval of its due time. Ticks cost no packets.
+        var tickInterval: TimeAmount {
+            Self.tickInterval(heartbeatInterval: heartbeatInterval, peerTimeout: peerTimeout)
+        }
+
+        static func tickInterval(heartbeatInterval: TimeAmount, peerTimeout: TimeAmount) -> TimeAmount {
+            .nanoseconds(max(10_000_000, min(heartbeatInterval.nanoseconds / 2, peerTimeout.nanoseconds / 10)))
+        }
     }
 
     /// A protocol frame the handler must send.
@@ -237,7 +248,9 @@ struct ConnectionStateMachine {
     ///   - readingPaused: whether this side stopped reading (its handlers are behind). The peer is
     ///     then not timed out (its bytes are simply not read yet), and is pinged every interval so
     ///     that it keeps hearing from us.
-    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false) -> Action {
+    ///   - stalledFor: how much later than due this tick came: this side's event loop was busy
+    ///     (or the process was not scheduled), so the peer's bytes may be waiting unread.
+    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero) -> Action {
         switch state {
         case .idle, .closing, .closed:
             return .none
@@ -247,6 +260,12 @@ struct ConnectionStateMachine {
             }
             return .none
         case .open:
+            if stalledFor > .zero {
+                // For that long nothing was read, so the peer's bytes may be waiting unread:
+                // that time is not the peer's silence. Judge at the next tick.
+                lastHeard = lastHeard + stalledFor
+                return .none
+            }
             if queuedOutboundBytes > configuration.maximumQueuedOutboundBytes {
                 let since = overOutboundLimitSince ?? now
                 overOutboundLimitSince = since
@@ -257,7 +276,9 @@ struct ConnectionStateMachine {
                 overOutboundLimitSince = nil
             }
             if readingPaused {
+                // Not reading, so not judging; the peer keeps hearing from us, once an interval.
                 lastHeard = now
+                if let sent = outstandingPing?.sent, now - sent < configuration.heartbeatInterval { return .none }
                 return .send(.ping(id: nextPingID(now: now)))
             }
             let silence = now - lastHeard

@@ -25,15 +25,23 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private let makeConnection: (any Channel) -> PeerConnection
     private let frameLimit: FrameLengthLimit
     private var connection: PeerConnection?
+    /// The shared per-loop timer, when the connection manager provides one; else a timer of its own.
+    private let ticker: HeartbeatTicker?
     private var heartbeatTask: RepeatedTask?
+    private var heartbeatRegistration: HeartbeatTicker.Registration?
+    /// When the heartbeat last ticked, to notice a tick delayed by a busy event loop.
+    private var lastTick: NIODeadline?
     /// A `read` that arrived while reading was paused, to be passed on when it resumes.
     private var readHeldBack = false
 
     /// - Parameters:
     ///   - frameLimit: shared with the pipeline's frame decoder; raised to the configuration's
     ///     `maximumFrameLength` when the handshake completes.
-    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
+    ///   - ticker: ticks this connection's heartbeat together with the others on its event loop;
+    ///     nil gives the connection a timer of its own (as tests on an `EmbeddedEventLoop` use).
+    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, ticker: HeartbeatTicker? = nil, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
         self.stateMachine = ConnectionStateMachine(configuration: configuration)
+        self.ticker = ticker
         self.frameLimit = frameLimit
         self.delegate = delegate
         self.makeConnection = makeConnection
@@ -53,20 +61,32 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         let connection = makeConnection(context.channel)
         self.connection = connection
         perform(stateMachine.activated(now: context.eventLoop.now), context: context)
-        let interval = stateMachine.configuration.heartbeatInterval
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
-        heartbeatTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            loopBoundSelf.value.heartbeat(context: loopBoundContext.value)
+        if let ticker {
+            heartbeatRegistration = ticker.register(on: context.eventLoop) {
+                loopBoundSelf.value.heartbeat(context: loopBoundContext.value)
+            }
+        } else {
+            let interval = stateMachine.configuration.tickInterval
+            heartbeatTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+                loopBoundSelf.value.heartbeat(context: loopBoundContext.value)
+            }
         }
     }
 
     private func heartbeat(context: ChannelHandlerContext) {
         guard let connection else { return }
+        let now = context.eventLoop.now
+        // A tick more than one interval late means the event loop was busy: see `stalledFor`.
+        let interval = stateMachine.configuration.tickInterval
+        let late = lastTick.map { now - $0 - interval } ?? .zero
+        lastTick = now
         let action = stateMachine.heartbeat(
-            now: context.eventLoop.now,
+            now: now,
             queuedOutboundBytes: connection.queuedOutboundBytes,
-            readingPaused: connection.isReadingPaused
+            readingPaused: connection.isReadingPaused,
+            stalledFor: late > interval ? late : .zero
         )
         perform(action, context: context)
     }
@@ -111,6 +131,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     func channelInactive(context: ChannelHandlerContext) {
         heartbeatTask?.cancel()
         heartbeatTask = nil
+        heartbeatRegistration?.cancel()
+        heartbeatRegistration = nil
         perform(stateMachine.channelClosed(), context: context)
         context.fireChannelInactive()
     }

@@ -67,7 +67,10 @@ public struct PeerConfiguration: Sendable {
     /// strangers that connect and say nothing cannot crowd out real peers for longer than
     /// ``handshakeTimeout``.
     public var maximumPendingHandshakes: Int
-    /// How long a connection may be idle before it is pinged. Defaults to 0.5 s.
+    /// How long a connection may be silent before it is pinged. Defaults to 1.25 s, half the
+    /// ``peerTimeout``: an idle link then carries one ping and one pong every 1.25 s, and a pong
+    /// has 1.25 s to come back before the peer counts as gone. Anything the peer sends counts, and
+    /// a ping it sends answers ours, so a busy link or one pinged from the other end sends none.
     public var heartbeatInterval: Duration
     /// How long a peer may stay silent before it is disconnected. Any bytes from it count, so a
     /// peer in the middle of sending a large frame is never silent. Defaults to 2.5 s.
@@ -110,7 +113,7 @@ public struct PeerConfiguration: Sendable {
         self.maximumQueuedInboundBytes = 4 * 1024 * 1024
         self.maximumConnections = 512
         self.maximumPendingHandshakes = 64
-        self.heartbeatInterval = .milliseconds(500)
+        self.heartbeatInterval = .milliseconds(1250)
         self.peerTimeout = .milliseconds(2500)
         self.handshakeTimeout = .seconds(5)
         self.connectTimeout = .seconds(1)

@@ -111,6 +111,19 @@ struct ConnectionStateMachineTests {
         #expect(machine.isEnding)
     }
 
+    @Test("a tick delayed by a busy event loop does not count the delay as the peer's silence")
+    func stalledLoopIsNotSilence() throws {
+        var machine = try established()
+        #expect(machine.heartbeat(now: start + .milliseconds(500)) == .send(.ping(id: "ping-1")))
+        // The loop was busy for 2 s: the pong may be waiting unread, so no verdict at this tick…
+        #expect(machine.heartbeat(now: start + .milliseconds(2750), stalledFor: .milliseconds(2000)) == .none)
+        #expect(!machine.isEnding)
+        // …and the silence excludes the stall: 0.75 s counted, not 2.75 s.
+        #expect(machine.heartbeat(now: start + .milliseconds(4499)) == .none)
+        // A peer that stays silent is still dropped once the timeout passes in time the loop was listening.
+        #expect(machine.heartbeat(now: start + .milliseconds(4500)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
+    }
+
     @Test("a pong or any frame resets the silence")
     func pongResets() throws {
         var machine = try established()
