@@ -82,6 +82,21 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var services: [String: ServiceRecord] = [:]
         /// How many duplicate connections were resolved by the tie-break (a diagnostic for tests).
         var tieBreaks = 0
+        /// Why recently disconnected peers were disconnected, for `send`'s error; at most
+        /// ``maximumRecentFailures`` entries (the oldest goes first).
+        var recentFailures: [String: PeerKitError] = [:]
+        var recentFailureOrder: [String] = []
+        static let maximumRecentFailures = 256
+
+        mutating func rememberFailure(_ error: PeerKitError, of peerID: String) {
+            if recentFailures.updateValue(error, forKey: peerID) == nil {
+                recentFailureOrder.append(peerID)
+                if recentFailureOrder.count > Self.maximumRecentFailures {
+                    recentFailures[recentFailureOrder.removeFirst()] = nil
+                }
+            }
+        }
+
         /// Incoming connections refused in the current over-limit episode (0: not refusing).
         var refusedInEpisode = 0
         /// Events waiting to be delivered, in order, and whether a thread is delivering them.
@@ -233,6 +248,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// The active connection to a peer.
     func connection(to peerID: String) -> PeerConnection? {
         state.withLockedValue { $0.peers[peerID]?.active }
+    }
+
+    /// Why the last connection to `peerID` ended badly, if it did recently (the last
+    /// ``State/maximumRecentFailures`` peers are remembered): what `send` to it reports.
+    func recentFailure(of peerID: String) -> PeerKitError? {
+        state.withLockedValue { $0.recentFailures[peerID] }
     }
 
     /// Every active connection.
@@ -537,6 +558,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private func admitted(_ connection: PeerConnection, remote: Hello) {
         let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
             guard state.running else { return (nil, nil) }
+            // Connected again: an earlier failure is no longer why it cannot be sent to.
+            state.recentFailures[remote.peerID] = nil
             var reached: (String, Int)?
             if let key = connection.serviceKey, var service = state.services[key] {
                 if service.attempt > 0 { reached = (service.service.name, service.attempt) }
@@ -627,6 +650,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 return nil
             }
             state.emit(.peerDisconnected(record.snapshot, reason: error))
+            if let error { state.rememberFailure(error, of: remote.peerID) }
             if record.serviceKeys.isEmpty {
                 state.peers[remote.peerID] = nil
                 state.emit(.peerRemoved(record.snapshot))

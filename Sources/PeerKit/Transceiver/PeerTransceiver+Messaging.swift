@@ -70,11 +70,13 @@ extension PeerTransceiver {
     /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``,
     ///   ``PeerKitError/notRunning``, or why a connection ended while waiting for it to drain
     ///   (``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)`` for a peer that does not read).
+    ///   For a peer whose last connection ended badly (recently), that reason, not
+    ///   ``PeerKitError/peerNotConnected(peer:)``.
     public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
         let session = try runningSession()
         let connections = try peers.map { peer in
             guard let connection = session.manager.connection(to: peer.id) else {
-                throw PeerKitError.peerNotConnected(peer: peer.name)
+                throw session.manager.recentFailure(of: peer.id) ?? PeerKitError.peerNotConnected(peer: peer.name)
             }
             return connection
         }
