@@ -26,6 +26,7 @@ build: setup
 test: avahi
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
+	@scripts/fuzz smoke
 
 ## make demo: starts listrd on a temporary store and drives it with listrctl.
 demo: avahi

@@ -62,8 +62,17 @@ extension ListrClient {
             group.addTask { try await transceiver.waitForPeer(timeout: timeout, where: predicate) }
             group.addTask {
                 var refused = 0
+                var handshakesRefused = 0
                 for await event in events {
-                    guard case let .error(error) = event, error.isSecurityRefusal else { continue }
+                    guard case let .error(error) = event else { continue }
+                    if addresses > 0, Self.isHandshakeRefusal(error) {
+                        // With --connect, what answers is known to be no listrd as soon as the
+                        // handshake is refused: say so at once, not after the timeout.
+                        handshakesRefused += 1
+                        guard handshakesRefused >= addresses else { continue }
+                        throw ListrCtlError.handshakeRefused(error, serviceType: options.serviceType)
+                    }
+                    guard error.isSecurityRefusal else { continue }
                     refused += 1
                     if verbose { FileHandle.standardError.write(Data("listrctl: skipped a listrd: \(error)\n".utf8)) }
                     if addresses > 0 {
@@ -81,6 +90,15 @@ extension ListrClient {
             defer { group.cancelAll() }
             guard let peer = try await group.next() else { throw PeerKitError.notRunning }
             return peer
+        }
+    }
+
+    /// Whether `error` says the peer at an address refused the handshake or spoke no PeerKit.
+    private static func isHandshakeRefusal(_ error: PeerKitError) -> Bool {
+        if error.isSecurityRefusal { return false }
+        switch error {
+        case .handshakeFailed, .remoteError, .malformedFrame, .frameTooLarge: return true
+        default: return false
         }
     }
 

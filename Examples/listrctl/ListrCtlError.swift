@@ -25,6 +25,8 @@ enum ListrCtlError: Error, CustomStringConvertible {
     case keyFile(String)
     /// Every listrd found was refused for security: another key, or no key (--insecure).
     case securityRefused(PeerKitError, keyFile: String?)
+    /// Every address given with `--connect` refused the handshake (another service type, not PeerKit).
+    case handshakeRefused(PeerKitError, serviceType: String)
 
     /// Wraps an error thrown while talking to the daemon.
     init(_ error: any Error) {
@@ -66,6 +68,8 @@ enum ListrCtlError: Error, CustomStringConvertible {
             let hint = keyFile.map { "listrctl uses the key in \($0) (--key-file, LISTR_KEY_FILE): give listrd and listrctl the same key file" }
                 ?? "listrctl runs with --insecure: drop it to use the key file listrd uses"
             return "listrctl cannot talk to listrd safely, so nothing was sent. \(error.description) \(hint)."
+        case let .handshakeRefused(error, serviceType):
+            return "What listens there is not a listrd of service type \"\(serviceType)\": \(error.description) Check the address, or give --service-type the type listrd advertises."
         case .cancelled:
             return "listrctl was interrupted before it was done; if the command had been sent, run \"listrctl item list\" to see whether listrd applied it."
         }
@@ -76,7 +80,7 @@ enum ListrCtlError: Error, CustomStringConvertible {
         switch self {
         case .refused: 1
         case .cannotRead: 66
-        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled: 69
+        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled, .handshakeRefused: 69
         case .cannotWrite: 73
         case .securityRefused: 77
         case .keyFile: 78

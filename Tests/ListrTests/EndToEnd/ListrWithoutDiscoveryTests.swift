@@ -67,6 +67,27 @@ struct ListrWithoutDiscoveryTests {
         #expect(result.stderr.contains("stopped"), "\(result)")
     }
 
+    @Test("--connect to something that is not a listrd of this service type fails at once with the handshake's reason")
+    func connectToAnotherServiceType() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon(name: "Other", extra: ["--insecure"])
+        // The same listrd, asked for under another service type: its handshake refuses us.
+        let started = ContinuousClock.now
+        let process = try TestProcess.launch(
+            try ListrBinaries.url("listrctl"),
+            ["item", "list", "--connect", "127.0.0.1:\(port)", "--insecure", "--service-type", "otherlistr", "--timeout", "20"],
+            name: "listrctl of another service type",
+            environment: world.keyEnvironment
+        )
+        let result = try await process.waitForExit(timeout: ListrFixture.deadline)
+        let elapsed = ContinuousClock.now - started
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.stderr.contains("is not a listrd of service type \"otherlistr\""), "\(result)")
+        #expect(result.stderr.contains("service type"), "\(result)")
+        // Not the 20 s timeout: the refusal is reported as soon as it arrives.
+        #expect(elapsed < .seconds(10), "listrctl took \(elapsed) to report a refused handshake")
+    }
+
     @Test("a port in use stops listrd at start-up with a sentence naming the address")
     func portInUse() async throws {
         let world = try ListrFixture()
