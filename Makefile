@@ -22,10 +22,15 @@ avahi: setup
 build: setup
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
+## Raw-socket tests that time a peer's silence against real clocks: run after the rest, alone
+## (with the whole suite in parallel on 2 cores they fail; see Documentation/Testing.md).
+ISOLATED_TESTS = floodIsFair|frameInProgressIsLife
+
 ## make test: installs what is missing, starts a loopback-only avahi-daemon when none answers, runs every test.
 test: avahi
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
-	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
+	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip '$(ISOLATED_TESTS)'
+	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --filter '$(ISOLATED_TESTS)'
 	@scripts/fuzz smoke
 
 ## make demo: starts listrd on a temporary store and drives it with listrctl.

@@ -161,8 +161,10 @@ struct ListrAdversarialTests {
         }
         let cpu = try ProcStatus.cpuSeconds(pid: daemon.pid) - cpuBefore
         let elapsed = (ContinuousClock.now - clockBefore) / .seconds(1)
-        // 64 pending handshakes, plus a few being closed at any moment.
-        #expect(mostDescriptors - descriptorsBefore <= 64 + 16, "listrd held up to \(mostDescriptors) descriptors (\(descriptorsBefore) before) with 2,000 idle connections; 64 pending handshakes are allowed")
+        // 64 pending handshakes, plus those accepted over the cap and being closed at that moment
+        // (accepting runs in bursts; each refused connection holds a descriptor until its close
+        // runs): bounded, where without the cap it grows with the attack (2,000).
+        #expect(mostDescriptors - descriptorsBefore <= 64 + 64, "listrd held up to \(mostDescriptors) descriptors (\(descriptorsBefore) before) with 2,000 idle connections; 64 pending handshakes (and up to 64 being closed) are allowed")
         #expect(closed >= 1000, "listrd closed only \(closed) of 2,000 connections that never sent a hello within 12 s")
         #expect(cpu < elapsed * 0.8, "listrd used \(cpu) s of CPU in \(elapsed) s handling 2,000 idle connections")
 

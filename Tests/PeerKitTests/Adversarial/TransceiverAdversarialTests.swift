@@ -98,7 +98,7 @@ struct TransceiverAdversarialTests {
         defer { sink.close() }
         try await sink.sayHello(serviceType: serviceType, peerID: "never-reads", name: "never reads")
         let peer = try await transceiver.waitForPeer(timeout: .seconds(20)) { $0.id == "never-reads" }
-        try await sink.channel.setOption(ChannelOptions.autoRead, value: false)
+        try await sink.channel.setOption(ChannelOptions.autoRead, value: false).get()
 
         // 40 MiB: far more than the kernel's socket buffers and the 1 MiB bound together.
         let blob = AdversarialBlob(text: String(repeating: "z", count: 256 * 1024))

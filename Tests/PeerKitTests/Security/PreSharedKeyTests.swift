@@ -22,7 +22,11 @@ struct PreSharedKeyTests {
         try await client.send(Note(text: "secret"), to: [peer])
         #expect(try await inbox.take(1) == ["secret"])
         let connection = try #require(server.session?.manager.activeConnections().first)
-        _ = try await connection.channel.pipeline.handler(type: TLSErrorTranslator.self).get()
+        // TLS sits in the pipeline (the translator is installed only with a key).
+        let installed = try await connection.channel.eventLoop.submit {
+            (try? connection.channel.pipeline.syncOperations.handler(type: TLSErrorTranslator.self)) != nil
+        }.get()
+        #expect(installed)
     }
 
     @Test("a peer with another key is refused before any frame is dispatched; both sides say the keys differ, and the dialler does not retry")
