@@ -22,9 +22,10 @@ avahi: setup
 build: setup
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
-## Raw-socket tests that time a peer's silence against real clocks: run after the rest, alone
-## (with the whole suite in parallel on 2 cores they fail; see Documentation/Testing.md).
-ISOLATED_TESTS = floodIsFair|frameInProgressIsLife
+## The adversarial suites (raw sockets against real clocks, memory and CPU read from /proc) run
+## after the rest, on their own: next to the whole suite on 2 cores their timings fail (see
+## Documentation/Testing.md).
+ISOLATED_TESTS = AdversarialTests
 
 ## make test: installs what is missing, starts a loopback-only avahi-daemon when none answers, runs every test.
 test: avahi
