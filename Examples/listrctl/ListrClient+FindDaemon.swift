@@ -3,10 +3,9 @@ import ListrKit
 import PeerKit
 
 extension ListrClient {
-    /// How long to wait, after the first daemon is connected, before looking for others.
-    ///
-    /// avahi-daemon answers a browse from its cache, so every daemon it knows is reported within
-    /// milliseconds of the first, and PeerKit dials each at once.
+    /// After a daemon refused us for security, how long to wait for another daemon to be found
+    /// before giving up. avahi-daemon answers a browse from its cache, so every daemon it knows is
+    /// reported within milliseconds of the first.
     static let otherDaemonsDiscoveryDelay: Duration = .milliseconds(50)
 
     /// The longest wait for the daemons found to connect (or go away), so that several are told
@@ -37,7 +36,8 @@ extension ListrClient {
         if options.endpoints.count == 1 {
             return first  // one address given: there is nothing else to notice
         }
-        try await Task.sleep(for: otherDaemonsDiscoveryDelay)
+        // Discovery lists the daemons avahi-daemon already knew of within milliseconds of the
+        // first; once it has and each is connected (or gone), there is nothing left to wait for.
         await waitUntilSettled(transceiver, limit: otherDaemonsSettleLimit)
         let daemons = Set(transceiver.connectedPeers + [first])
         guard daemons.count == 1 else {
@@ -102,10 +102,12 @@ extension ListrClient {
         }
     }
 
-    /// Waits until every available peer is connected, or `limit` passes.
+    /// Waits until discovery has listed the peers it knew of and every available peer is
+    /// connected, or `limit` passes.
     private static func waitUntilSettled(_ transceiver: PeerTransceiver, limit: Duration) async {
         let events = transceiver.events()
         @Sendable func settled() -> Bool {
+            guard transceiver.knownPeersListed else { return false }
             let connected = Set(transceiver.connectedPeers)
             return transceiver.availablePeers.allSatisfy(connected.contains)
         }

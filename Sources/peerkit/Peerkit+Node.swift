@@ -120,6 +120,7 @@ extension Peerkit {
                 if let reason { line["reason"] = reason.description }
                 return line
             case let .availablePeersChanged(peers): return ["event": "availablePeersChanged", "peers": peers.map(describe)]
+            case .knownPeersListed: return ["event": "knownPeersListed"]
             case let .error(error): return ["event": "error", "message": error.description]
             case .stopped: return ["event": "stopped"]
             }

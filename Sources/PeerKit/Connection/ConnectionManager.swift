@@ -303,6 +303,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             withState { $0.emit(.error(error)) }
         case .recovered:
             logger.info("Discovery works again.")
+        case .knownServicesListed:
+            withState { $0.emit(.knownPeersListed) }
         case let .advertised(name):
             advertised(as: name)
         }

@@ -13,6 +13,11 @@ public enum PeerEvent: Sendable, Hashable {
     case peerDisconnected(Peer, reason: PeerKitError?)
     /// The list of available peers changed.
     case availablePeersChanged([Peer])
+    /// Discovery has reported every peer it already knew of when the transceiver started
+    /// (``DiscoveryEvent/knownServicesListed``): ``PeerTransceiver/availablePeers`` holds them now,
+    /// though their connections may still be under way. Sent at most once per start; peers that
+    /// answer later are still added. ``PeerTransceiver/knownPeersListed`` tells whether it was sent.
+    case knownPeersListed
     /// Something went wrong that the transceiver could not hide (discovery failed, a peer
     /// misbehaved, a message could not be handled). The transceiver keeps running.
     case error(PeerKitError)

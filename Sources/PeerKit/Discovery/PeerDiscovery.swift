@@ -74,6 +74,11 @@ public enum DiscoveryEvent: Sendable, Hashable {
     case failed(PeerKitError)
     /// Discovery works again after a failure.
     case recovered
+    /// Every service the backend already knew of when browsing started has been reported (Avahi:
+    /// its cache is exhausted and what it listed is resolved). Sent at most once per start;
+    /// services that answer later are still reported. A one-shot tool can stop waiting here
+    /// instead of guessing how long discovery takes.
+    case knownServicesListed
 }
 
 /// A host and TCP port at which a peer listens.

@@ -11,7 +11,8 @@ public final class StaticDiscovery: PeerDiscovery {
         self.endpoints = endpoints
     }
 
-    /// Reports every endpoint as a service at once; nothing is advertised.
+    /// Reports every endpoint as a service at once, then ``DiscoveryEvent/knownServicesListed``;
+    /// nothing is advertised.
     public func start(_ request: DiscoveryRequest, onEvent: @escaping @Sendable (DiscoveryEvent) -> Void) {
         for endpoint in endpoints {
             onEvent(.found(DiscoveredService(
@@ -22,6 +23,7 @@ public final class StaticDiscovery: PeerDiscovery {
                 txtRecord: [:]
             )))
         }
+        onEvent(.knownServicesListed)
     }
 
     /// Does nothing: there is nothing to withdraw.

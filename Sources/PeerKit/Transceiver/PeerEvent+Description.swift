@@ -21,6 +21,8 @@ extension PeerEvent: CustomStringConvertible {
             return "no peers available"
         case let .availablePeersChanged(peers):
             return "\(peers.count) peer\(peers.count == 1 ? "" : "s") available: \(peers.map { "\"\($0.name)\"" }.joined(separator: ", "))"
+        case .knownPeersListed:
+            return "discovery listed the peers it knew of"
         case let .error(error):
             return "error: \(error)"
         case .stopped:

@@ -215,4 +215,9 @@ public final class PeerTransceiver: Sendable {
 
     /// Peers currently connected. Sorted by name.
     public var connectedPeers: [Peer] { session?.manager.connectedPeers() ?? [] }
+
+    /// Whether discovery has reported every peer it already knew of since the last start
+    /// (``PeerEvent/knownPeersListed``). A one-shot tool that wants "the peers there are" waits for
+    /// this instead of a fixed delay: with Avahi it comes within milliseconds, from the daemon's cache.
+    public var knownPeersListed: Bool { session?.knownServicesListed ?? false }
 }

@@ -17,6 +17,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
     private struct State {
         var port: Int?
         var discoveryFailure: PeerKitError?
+        var knownServicesListed = false
         var dispatcherTask: Task<Void, Never>?
     }
 
@@ -72,6 +73,9 @@ final class TransceiverSession: ConnectionManagerDelegate {
     /// Set while discovery reports that it cannot work.
     var discoveryFailure: PeerKitError? { state.withLockedValue { $0.discoveryFailure } }
 
+    /// Whether discovery has reported every service it already knew of.
+    var knownServicesListed: Bool { state.withLockedValue { $0.knownServicesListed } }
+
     /// Listens, then starts discovery. Returns the port (nil when not listening).
     func start() async throws -> Int? {
         manager.setDelegate(self)
@@ -115,6 +119,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
             switch event {
             case let .failed(error): state.discoveryFailure = error
             case .recovered, .found: state.discoveryFailure = nil
+            case .knownServicesListed: state.knownServicesListed = true
             case .lost, .advertised: break
             }
         }

@@ -51,6 +51,37 @@ extension DiscoveryTests {
             }
         }
 
+        @Test("a transceiver started after a peer is advertised is told when discovery has listed it")
+        func knownPeersAreListedFromTheCache() async throws {
+            try await AvahiTestSupport.requireDaemon()
+            let type = AvahiTestSupport.randomServiceType()
+            var configuration = PeerConfiguration(serviceType: type)
+            configuration.peerName = "store"
+            let store = PeerTransceiver(configuration: configuration)
+            defer { store.stop() }
+            try await store.start()
+            // A first browser sees the store once it is announced (after mDNS probing) ...
+            let watcher = PeerTransceiver(serviceType: type)
+            defer { watcher.stop() }
+            try await watcher.start()
+            _ = try await watcher.waitForPeer(timeout: .seconds(20)) { $0.id == store.peerID }
+
+            // ... so a new browser finds it in avahi-daemon's cache and says when it has listed it.
+            var clientConfiguration = PeerConfiguration(serviceType: type)
+            clientConfiguration.advertises = false
+            let client = PeerTransceiver(configuration: clientConfiguration)
+            defer { client.stop() }
+            let events = client.events()
+            #expect(!client.knownPeersListed)
+            try await client.start()
+            _ = try await nextEvent(events, "the known peers listed") { event in
+                if case .knownPeersListed = event { return true }
+                return false
+            }
+            #expect(client.knownPeersListed)
+            #expect(client.availablePeers.map(\.id).contains(store.peerID))
+        }
+
         @Test func twoProcessesFindEachOtherThroughAvahiAndTalk() async throws {
             try await AvahiTestSupport.requireDaemon()
             let type = AvahiTestSupport.randomServiceType()

@@ -86,5 +86,36 @@ extension DiscoveryTests {
             // Only the first complete listing after a lost connection sweeps.
             #expect(instances.browserListedAll() == [])
         }
+    
+        @Test("known services are listed once the cache is read and every instance seen has answered")
+        func knownServicesAreListedAfterTheCacheAndItsResolutions() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            instances.appeared("Kitchen", at: loopbackV4)
+            instances.appeared("Garage", at: loopbackV4)
+            #expect(instances.cacheExhausted() == nil)
+            _ = instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1"))
+            #expect(instances.knownServicesListedIfSettled() == nil)
+            _ = instances.resolutionFailed("Garage", at: loopbackV4)
+            #expect(instances.knownServicesListedIfSettled() == .knownServicesListed)
+            #expect(instances.knownServicesListedIfSettled() == nil)
+            instances.appeared("Attic", at: loopbackV4)
+            #expect(instances.cacheExhausted() == nil)
+        }
+
+        @Test("an empty cache lists known services at once; nothing is listed before the cache is read")
+        func anEmptyCacheListsAtOnce() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            #expect(instances.knownServicesListedIfSettled() == nil)
+            #expect(instances.cacheExhausted() == .knownServicesListed)
+        }
+
+        @Test("an instance that disappears before it is resolved does not hold the listing back")
+        func aVanishedInstanceDoesNotHoldTheListingBack() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            instances.appeared("Kitchen", at: loopbackV4)
+            #expect(instances.cacheExhausted() == nil)
+            _ = instances.disappeared("Kitchen", at: loopbackV4)
+            #expect(instances.knownServicesListedIfSettled() == .knownServicesListed)
+        }
     }
 }

@@ -305,6 +305,34 @@ struct TransceiverConnectionTests {
         #expect(next == .peerAdded(Peer(id: "m", name: "Marker", isConnected: false)))
     }
 
+    @Test("knownPeersListed is false until discovery says it has listed what it knew, then an event and true until the next start")
+    func knownPeersListed() async throws {
+        let discovery = ManualDiscovery()
+        let watcher = PeerTransceiver(configuration: manualConfiguration(serviceType: randomServiceType(), name: "watcher", discovery: discovery))
+        try await watcher.start()
+        defer { watcher.stop() }
+        let events = watcher.events()
+        #expect(!watcher.knownPeersListed)
+        discovery.inject(.found(DiscoveredService(key: "ghost", name: "Ghost", peerID: "ghost-id", endpoints: [PeerEndpoint(host: "127.0.0.1", port: 1)], txtRecord: [:])))
+        discovery.inject(.knownServicesListed)
+        _ = try await nextEvent(events, "knownPeersListed") { $0 == .knownPeersListed }
+        #expect(watcher.knownPeersListed)
+        #expect(watcher.availablePeers.map(\.name) == ["Ghost"])
+        watcher.stop()
+        #expect(!watcher.knownPeersListed)
+    }
+
+    @Test("static discovery lists its endpoints as the known peers at once")
+    func staticDiscoveryListsAtOnce() async throws {
+        var configuration = loopbackConfiguration(serviceType: randomServiceType(), name: "dialler", peers: [PeerEndpoint(host: "127.0.0.1", port: 1)])
+        configuration.advertises = false
+        let dialler = PeerTransceiver(configuration: configuration)
+        defer { dialler.stop() }
+        #expect(!dialler.knownPeersListed)
+        try await dialler.start()
+        #expect(dialler.knownPeersListed)
+    }
+
     @Test("after discovery renames the advertisement (a name collision), peers see the new name")
     func renamedAdvertisement() async throws {
         let serviceType = randomServiceType()

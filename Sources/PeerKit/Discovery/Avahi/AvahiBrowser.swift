@@ -86,13 +86,18 @@ final class AvahiBrowser {
             let key = ResolverKey(name: String(cString: name), location: Self.location(interface, proto))
             if let resolver = resolvers.removeValue(forKey: key) { avahi_service_resolver_free(resolver) }
             if let event = instances.disappeared(key.name, at: key.location) { emit(event) }
+            if let event = instances.knownServicesListedIfSettled() { emit(event) }
+        case AVAHI_BROWSER_CACHE_EXHAUSTED:
+            // Comes within milliseconds; ALL_FOR_NOW comes about a second later, after the
+            // daemon's first query on the network has had time to be answered.
+            if let event = instances.cacheExhausted() { emit(event) }
         case AVAHI_BROWSER_ALL_FOR_NOW:
             instances.browserListedAll().forEach(emit)
         case AVAHI_BROWSER_FAILURE:
             let code = avahi_service_browser_get_client(browser).map(avahi_client_errno) ?? 0
             reportFailure("browsing for \(type) failed (\(AvahiError.message(code)))")
         default:
-            break  // AVAHI_BROWSER_CACHE_EXHAUSTED
+            break
         }
     }
 
@@ -110,12 +115,14 @@ final class AvahiBrowser {
                 port: Int(port),
                 txtRecord: TXTRecord.pairs(from: txt))
             if let event = instances.resolved(key.name, at: key.location, resolution) { emit(event) }
+            if let event = instances.knownServicesListedIfSettled() { emit(event) }
         default:
             // AVAHI_RESOLVER_FAILURE, usually a timeout: forget this resolver; the instance is
             // resolved again if the browser reports it anew.
             logger.debug("Resolving failed", metadata: ["instance": "\(key.name)", "interface": "\(interface)"])
             if let resolver = resolvers.removeValue(forKey: key) { avahi_service_resolver_free(resolver) }
             if let event = instances.resolutionFailed(key.name, at: key.location) { emit(event) }
+            if let event = instances.knownServicesListedIfSettled() { emit(event) }
         }
     }
 

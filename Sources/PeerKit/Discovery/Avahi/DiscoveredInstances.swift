@@ -35,6 +35,19 @@ struct DiscoveredInstances: Sendable {
     private var reported: [String: DiscoveredService] = [:]
     /// True between a lost connection to the daemon and the new browser's first complete listing.
     private var isRefreshing = false
+    /// Instance names seen at a location whose first resolution has not answered yet.
+    private var resolving: [String: Set<Location>] = [:]
+    /// Where the browser is in listing what avahi-daemon already had in its cache.
+    private var cacheListing = CacheListing.reading
+
+    private enum CacheListing {
+        /// The cache is still being read.
+        case reading
+        /// The cache is read; resolutions may still be pending.
+        case exhausted
+        /// ``DiscoveryEvent/knownServicesListed`` was reported.
+        case reported
+    }
 
     init(ownPeerID: String) {
         self.ownPeerID = ownPeerID
@@ -49,18 +62,21 @@ struct DiscoveredInstances: Sendable {
     mutating func appeared(_ name: String, at location: Location) {
         if instances[name]?[location] == nil {
             pending[name, default: []].insert(location)
+            resolving[name, default: []].insert(location)
         }
     }
 
     /// Resolving `name` at `location` gave `resolution`.
     mutating func resolved(_ name: String, at location: Location, _ resolution: Resolution) -> DiscoveryEvent? {
         removePending(name, at: location)
+        resolutionAnswered(name, at: location)
         instances[name, default: [:]][location] = resolution
         return update(name)
     }
 
     /// Resolving `name` at `location` failed; the location keeps counting as a presence.
     mutating func resolutionFailed(_ name: String, at location: Location) -> DiscoveryEvent? {
+        resolutionAnswered(name, at: location)
         if instances[name]?.removeValue(forKey: location) != nil {
             pending[name, default: []].insert(location)
         }
@@ -70,6 +86,7 @@ struct DiscoveredInstances: Sendable {
     /// The browser no longer sees `name` at `location`.
     mutating func disappeared(_ name: String, at location: Location) -> DiscoveryEvent? {
         removePending(name, at: location)
+        resolutionAnswered(name, at: location)
         instances[name]?.removeValue(forKey: location)
         if instances[name]?.isEmpty == true { instances[name] = nil }
         return update(name)
@@ -80,6 +97,7 @@ struct DiscoveredInstances: Sendable {
     mutating func connectionLost() {
         instances = [:]
         pending = [:]
+        resolving = [:]
         isRefreshing = true
     }
 
@@ -95,7 +113,28 @@ struct DiscoveredInstances: Sendable {
         return events
     }
 
+    /// The browser has read everything avahi-daemon had cached (`AVAHI_BROWSER_CACHE_EXHAUSTED`).
+    /// Returns ``DiscoveryEvent/knownServicesListed`` once every instance seen is resolved (or
+    /// failed to resolve); otherwise ``knownServicesListedIfSettled()`` returns it later.
+    mutating func cacheExhausted() -> DiscoveryEvent? {
+        if cacheListing == .reading { cacheListing = .exhausted }
+        return knownServicesListedIfSettled()
+    }
+
+    /// ``DiscoveryEvent/knownServicesListed``, the first time it is true after the cache was
+    /// exhausted and no resolution is pending; nil otherwise.
+    mutating func knownServicesListedIfSettled() -> DiscoveryEvent? {
+        guard cacheListing == .exhausted, resolving.isEmpty else { return nil }
+        cacheListing = .reported
+        return .knownServicesListed
+    }
+
     // MARK: - Private
+
+    private mutating func resolutionAnswered(_ name: String, at location: Location) {
+        resolving[name]?.remove(location)
+        if resolving[name]?.isEmpty == true { resolving[name] = nil }
+    }
 
     private mutating func removePending(_ name: String, at location: Location) {
         pending[name]?.remove(location)
