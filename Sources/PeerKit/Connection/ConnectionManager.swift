@@ -61,6 +61,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var peerID: String?
         /// Failed attempts since the service was last reached (or advertised anew).
         var attempt = 0
+        /// Whether a connection to this service ever completed its handshake: a peer we were
+        /// connected to is redialled with the back-off capped at ``lostPeerRedialCap``.
+        var wasReached = false
         var dialing = false
         var retry: Scheduled<Void>?
     }
@@ -438,7 +441,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         let failure = withState { state -> (name: String, attempt: Int, delay: Duration)? in
             guard state.running, var record = state.services[key] else { return nil }
             record.dialing = false
-            let delay = configuration.backoff.delay(attempt: record.attempt, random: Double.random(in: 0..<1))
+            var delay = configuration.backoff.delay(attempt: record.attempt, random: Double.random(in: 0..<1))
+            if record.wasReached { delay = min(delay, Self.lostPeerRedialCap) }
             let attempt = record.attempt
             record.attempt += 1
             record.retry = timerLoop.scheduleTask(in: delay.timeAmount) { self.dial(key: key) }
@@ -454,6 +458,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             logger.debug("Attempt \(failure.attempt + 1) to reach \"\(name)\" failed: \(reason); next in \(failure.delay.peerKitSeconds).")
         }
     }
+
+    /// The longest wait between redials of a service we were once connected to (while it is still
+    /// discovered): a peer on a link that went down for a while is back within this long after the
+    /// link returns, instead of after the full ``PeerConfiguration/reconnectBackoff`` maximum. A
+    /// service that goes away for good is withdrawn from discovery and no longer redialled.
+    static let lostPeerRedialCap: Duration = .seconds(2)
 
     /// Redial a peer's services soon after its connection was lost.
     private func scheduleRedial(_ keys: Set<String>, state: inout State) {
@@ -567,6 +577,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 if service.attempt > 0 { reached = (service.service.name, service.attempt) }
                 service.dialing = false
                 service.attempt = 0
+                service.wasReached = true
                 service.peerID = remote.peerID
                 state.services[key] = service
             }
