@@ -50,6 +50,10 @@ TARGETS = [
     ("listr.store.replace.200k", "< 2 s", lambda f: absolute_target(f, "listr.store.replace.200k", lambda v: v < 2000)),
     ("listr.store.dump.200k", "< 2 s", lambda f: absolute_target(f, "listr.store.dump.200k", lambda v: v < 2000)),
     ("listr.watch", "≤ 50 ms", lambda f: absolute_target(f, "listr.watch", lambda v: v <= 50)),
+    # Issue 14: idle meshes.
+    ("pk.mesh.64.cpu", "≤ 5 % of one core", lambda f: absolute_target(f, "pk.mesh.64.cpu", lambda v: v <= 5)),
+    ("pk.mesh.64.segments", "≤ 1 segment/s per connection", lambda f: absolute_target(f, "pk.mesh.64.segments", lambda v: v <= 1)),
+    ("pk.mesh.64.loss", "≤ 3 s", lambda f: absolute_target(f, "pk.mesh.64.loss", lambda v: v <= 3)),
 ]
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import listr_bench
+import mesh
 from listr_store import write_store_plist
 from processes import FAILURES, BenchError, Process, is_ready, is_result, pair, pinned
 from stats import format_figure, summarize
@@ -337,6 +338,9 @@ class Suite:
         self.measure_samples("pk.discovery.join", "new transceiver joins an advertised peer", "ms",
                              lambda: [s * 1000 for s in self.discovery_join(trials + 1)["samples"]])
 
+        self.log("PeerKit idle mesh (peerkit node processes on 127.0.0.1, static peers)")
+        self.measure_meshes()
+
         self.log("Listr")
         self.measure_cli()
         self.measure("listr.dump", "listrctl store dump, 64 MiB store", "MB/s", 1,
@@ -374,6 +378,25 @@ class Suite:
             figure.update(summarize(samples))
             self.figures[key] = figure
             self.log(f"  {title}: {format_figure(figure)}")
+
+    def measure_meshes(self):
+        binary = str(self.bin / "peerkit")
+        sizes = (8, 32, 64) if not self.args.quick else (8, 16)
+        try:
+            lone = mesh.lone_node_rss(binary, self.service_type())
+        except FAILURES as error:
+            self.log(f"  a lone node's RSS: unavailable: {error}")
+            lone = None
+        for count in sizes:
+            keys = {
+                f"pk.mesh.{count}.time": (f"{count} nodes: start → full mesh", "s", "meshSeconds", True),
+                f"pk.mesh.{count}.cpu": (f"{count} nodes idle: CPU of all together", "% of a core", "idleCPUPercent", True),
+                f"pk.mesh.{count}.segments": (f"{count} nodes idle: TCP segments per connection", "segments/s", "segmentsPerConnectionPerSecond", True),
+                f"pk.mesh.{count}.loss": (f"{count} nodes: a frozen node noticed by all (heartbeat)", "s", "lossDetectionSeconds", True),
+            }
+            if lone is not None:
+                keys[f"pk.mesh.{count}.rss"] = (f"{count} nodes: RSS per connection (both ends)", "KiB", "rssPerConnectionKiB", True)
+            self.measure_many(keys, 1, lambda count=count: mesh.measure_mesh(binary, self.service_type(), count, lone_rss=lone))
 
     def measure_samples(self, key, title, unit, samples):
         """Records a figure whose samples come from one call of `samples` (a list), e.g. several

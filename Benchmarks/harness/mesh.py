@@ -1,0 +1,185 @@
+"""The mesh figures: N `peerkit node` processes on 127.0.0.1 in a full mesh, idle.
+
+For each N: the time from starting the processes to every node connected to every other; then,
+with nothing sent, the CPU all N processes use together (percent of one core), the TCP segments
+per connection per second (both directions, read from each socket's tcp_info `segs_out` through
+`ss -tin`, so other traffic on the machine does not count), and the resident memory per
+connection (the mesh's total RSS minus N lone nodes', divided by the connections). Last, one node
+is frozen with SIGSTOP (its kernel still acknowledges TCP, so only PeerKit's heartbeat can tell)
+and the figure is how long the slowest of the others takes to report it disconnected.
+
+Node i dials nodes 0..i-1 through static peers, as `make stress` does, so every pair has one link
+and Avahi is not involved.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from processes import BenchError
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+class MeshNode:
+    """One `peerkit node`, its stdout read on a thread into connected/disconnected sets."""
+
+    def __init__(self, binary, service_type, index, port, dial_ports):
+        self.name = f"node-{index}"
+        self.lock = threading.Lock()
+        self.connected = set()
+        self.disconnected_at = {}
+        arguments = [binary, "node", service_type, "--name", self.name, "--json",
+                     "--listen-host", "127.0.0.1", "--port", str(port)]
+        for other in dial_ports:
+            arguments += ["--static", f"127.0.0.1:{other}"]
+        self.popen = subprocess.Popen(arguments, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        import json
+        for line in self.popen.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.get("event")
+            name = event.get("peer", {}).get("name")
+            with self.lock:
+                if kind == "peerConnected":
+                    self.connected.add(name)
+                elif kind == "peerDisconnected":
+                    self.connected.discard(name)
+                    self.disconnected_at.setdefault(name, time.monotonic())
+
+    def count(self):
+        with self.lock:
+            return len(self.connected)
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.popen.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+    def rss_kib(self):
+        with open(f"/proc/{self.popen.pid}/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE_KIB
+
+    def end(self):
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.popen.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self.popen.terminate()
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+def free_ports(count):
+    """`count` distinct free TCP ports on 127.0.0.1 (bound and released at once)."""
+    sockets, ports = [], []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
+
+
+# `ss -tinH state established`: "RECV-Q SEND-Q LOCAL:PORT PEER:PORT", then a tab-indented tcp_info line.
+SS_LINE = re.compile(r"^\d+\s+\d+\s+\S+:(\d+)\s+\S+:(\d+)")
+
+
+def mesh_segments(ports):
+    """Total segments sent so far by every established socket with an end on one of `ports`."""
+    output = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True, text=True, check=True).stdout
+    total, counting = 0, False
+    for line in output.splitlines():
+        match = SS_LINE.match(line.strip()) if not line.startswith(("\t", " ")) else None
+        if match:
+            counting = int(match.group(1)) in ports or int(match.group(2)) in ports
+            continue
+        if counting:
+            found = re.search(r"\bsegs_out:(\d+)", line)
+            if found:
+                total += int(found.group(1))
+            counting = False
+    return total
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise BenchError(f"{what} did not happen within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def lone_node_rss(binary, service_type):
+    """RSS of one node with no peers, once it has settled."""
+    port = free_ports(1)[0]
+    node = MeshNode(binary, service_type, 0, port, [])
+    try:
+        time.sleep(2)
+        if node.popen.poll() is not None:
+            raise BenchError("a lone `peerkit node` exited at once")
+        return node.rss_kib()
+    finally:
+        node.end()
+
+
+def measure_mesh(binary, service_type, count, idle_seconds=10, lone_rss=None):
+    """The figures for one mesh of `count` nodes (see the module's description)."""
+    if count > 4 and (os.sysconf("SC_OPEN_MAX") < 4 * count):
+        raise BenchError(f"the descriptor limit ({os.sysconf('SC_OPEN_MAX')}) is too low for {count} nodes")
+    ports = free_ports(count)
+    links = count * (count - 1) // 2
+    started = time.monotonic()
+    nodes = [MeshNode(binary, service_type, i, ports[i], ports[:i]) for i in range(count)]
+    try:
+        wait_for(lambda: all(node.count() == count - 1 for node in nodes), 120 + count, f"the {count}-node full mesh")
+        mesh_seconds = time.monotonic() - started
+        time.sleep(3)  # settle: handshakes' and first pings' traffic is not idle traffic
+        if any(node.count() != count - 1 for node in nodes):
+            raise BenchError(f"a link of the {count}-node mesh dropped while idle")
+        cpu_before = sum(node.cpu_seconds() for node in nodes)
+        segments_before = mesh_segments(set(ports))
+        time.sleep(idle_seconds)
+        cpu = sum(node.cpu_seconds() for node in nodes) - cpu_before
+        segments = mesh_segments(set(ports)) - segments_before
+        rss = sum(node.rss_kib() for node in nodes)
+        if any(node.count() != count - 1 for node in nodes):
+            raise BenchError(f"a link of the {count}-node mesh dropped while idle")
+        # Peer loss: freeze the last node; the others must notice through the heartbeat alone.
+        frozen = nodes[-1]
+        os.kill(frozen.popen.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        others = nodes[:-1]
+        wait_for(lambda: all(frozen.name in node.disconnected_at for node in others), 60, "noticing a frozen node")
+        detection = max(node.disconnected_at[frozen.name] for node in others) - stopped
+        figures = {
+            "meshSeconds": mesh_seconds,
+            "idleCPUPercent": 100 * cpu / idle_seconds,
+            "segmentsPerConnectionPerSecond": segments / links / idle_seconds,
+            "lossDetectionSeconds": detection,
+        }
+        if lone_rss is not None:
+            figures["rssPerConnectionKiB"] = (rss - count * lone_rss) / links
+        return figures
+    finally:
+        for node in nodes:
+            node.end()
