@@ -25,14 +25,17 @@ RATIOS = [
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
     ("pk.rtt.unpinned.p99", [("raw", "raw.rtt.unpinned.p99"), ("pyzmq", "zmq.rtt.bytes.unpinned.p99"),
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p99")]),
-    ("pk.fanout.1", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
-    ("pk.fanout.4", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
-    ("pk.fanout.16", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("JSON floor", "json.floor.100")]),
+    ("pk.fanout.1", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.1"),
+                      ("JSON floor", "json.floor.100")]),
+    ("pk.fanout.4", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.4"),
+                      ("JSON floor", "json.floor.100")]),
+    ("pk.fanout.16", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.16"),
+                      ("JSON floor", "json.floor.100")]),
 ]
 # What security costs: each TLS figure against the same measurement in plaintext, in the same run.
 RATIOS += [(f"pk.sec.psk.{what}", [("plaintext", f"pk.sec.none.{what}")])
            for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
-RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq JSON", "JSON floor", "plaintext"]
+RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "plaintext"]
 
 # Issue 6's targets: (key, description, check on the figures → (met, where it stands)).
 TARGETS = [

@@ -96,6 +96,16 @@ class Suite:
                       result_from="server", timeout=90)
         return result[field]
 
+    def zmq_fanout(self, subscribers, count):
+        result = pair([self.python, self.zmq, "pub", "--subscribers", str(subscribers), "--size", "100",
+                       "--count", str(count), "--timeout", "90"],
+                      [self.python, self.zmq, "sub", "--connect", "127.0.0.1:{port}", "--subscribers", str(subscribers),
+                       "--timeout", "90"],
+                      result_from="client", timeout=90)
+        if result["messages"] != count:
+            raise BenchError(f"a pyzmq subscriber got {result['messages']} of {count} messages")
+        return result["msgsPerSec"]
+
     def zmq_rtt(self, use_json, pin):
         flag = ["--json"] if use_json else []
         return pair(pinned([self.python, self.zmq, "rep", "--size", "100", "--timeout", "90"] + flag, pin),
@@ -285,6 +295,9 @@ class Suite:
                      lambda: self.zmq_throughput(65536, n(30_000), False, "MBps"))
         self.measure("zmq.tput.4m", "pyzmq PUSH/PULL 4 MiB", "MB/s", runs,
                      lambda: self.zmq_throughput(4 << 20, n(400), False, "MBps"))
+        for subscribers in (1, 4, 16):
+            self.measure(f"zmq.fanout.{subscribers}", f"pyzmq XPUB/SUB 100 B to {subscribers}, per subscriber", "msgs/s", runs,
+                         lambda subscribers=subscribers: self.zmq_fanout(subscribers, n(self.args.peerkit_messages // subscribers)))
         for use_json, kind in ((False, "bytes"), (True, "json")):
             for pin, label in ((True, "pinned"), (False, "unpinned")):
                 suffix = ", send_json" if use_json else ""

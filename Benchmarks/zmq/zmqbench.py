@@ -5,6 +5,8 @@
     zmqbench.py push --connect HOST:PORT --size BYTES --count N [--json]
     zmqbench.py rep  --size BYTES [--json]                   REP side of request/reply
     zmqbench.py req  --connect HOST:PORT --size BYTES --count N [--warmup N] [--json]
+    zmqbench.py pub  --subscribers N --size BYTES --count M  PUB side of fan-out (XPUB: waits for N subscriptions)
+    zmqbench.py sub  --connect HOST:PORT --subscribers N     N SUB sockets in one process; the slowest one's rate
 
 Without --json every message is `size` opaque bytes (send/recv). With --json every message is
 the same envelope PeerKit puts on the wire, {"type": "BenchPayload", "payload": {"text": ..., "seq": n}},
@@ -131,21 +133,75 @@ def req(args, context):
     socket.close(linger=0)
 
 
+def pub(args, context):
+    # XPUB, so that sending starts only once every subscription has arrived (no "slow joiner"
+    # losses), and no high-water mark, so that nothing is dropped: the same delivery PeerKit gives.
+    socket = context.socket(zmq.XPUB)
+    socket.setsockopt(zmq.SNDHWM, 0)
+    socket.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscription, not only the first of a topic
+    socket.bind("tcp://127.0.0.1:*")
+    ready(socket)
+    for _ in range(args.subscribers):
+        socket.recv()  # b"\x01" + topic: one subscription
+    body = b"z" * args.size
+    for _ in range(args.count):
+        socket.send(body, copy=len(body) < 65536)
+    socket.send(b"")
+    # Stay until the subscribers hang up (the harness ends this process after the result).
+    time.sleep(args.timeout)
+
+
+def sub(args, context):
+    sockets = []
+    for _ in range(args.subscribers):
+        socket = context.socket(zmq.SUB)
+        socket.setsockopt(zmq.RCVHWM, 0)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.connect("tcp://" + args.connect)
+        sockets.append(socket)
+    poller = zmq.Poller()
+    for socket in sockets:
+        poller.register(socket, zmq.POLLIN)
+    counts = {socket: 0 for socket in sockets}
+    finished = set()
+    first = None
+    while len(finished) < len(sockets):
+        for socket, _ in poller.poll():
+            while True:
+                try:
+                    message = socket.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                if first is None:
+                    first = time.perf_counter()
+                if not message:
+                    finished.add(socket)
+                    poller.unregister(socket)
+                    break
+                counts[socket] += 1
+    elapsed = time.perf_counter() - first
+    slowest = min(counts.values())
+    print(json.dumps({"messages": slowest, "seconds": elapsed, "msgsPerSec": slowest / elapsed}), flush=True)
+    for socket in sockets:
+        socket.close(linger=0)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["pull", "push", "rep", "req"])
+    parser.add_argument("mode", choices=["pull", "push", "rep", "req", "pub", "sub"])
     parser.add_argument("--connect", help="HOST:PORT of the bound side")
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--subscribers", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=60)
     args = parser.parse_args()
-    if args.mode in ("push", "req") and not args.connect:
+    if args.mode in ("push", "req", "sub") and not args.connect:
         parser.error(f"{args.mode} needs --connect HOST:PORT.")
     signal.alarm(args.timeout)
     context = zmq.Context()
-    {"pull": pull, "push": push, "rep": rep, "req": req}[args.mode](args, context)
+    {"pull": pull, "push": push, "rep": rep, "req": req, "pub": pub, "sub": sub}[args.mode](args, context)
     context.term()
 
 
