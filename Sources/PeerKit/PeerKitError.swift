@@ -50,6 +50,8 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case noPeerFound(serviceType: String, timeout: Duration)
     /// The transceiver is not running.
     case notRunning
+    /// ``PeerTransceiver/run()`` was called while the transceiver runs already.
+    case alreadyRunning
     /// A ``PeerKey`` could not be made (wrong length, unreadable key file, empty passphrase).
     case invalidKey(reason: String)
     /// The TLS contexts for ``PeerConfiguration/security`` could not be built.
@@ -118,6 +120,8 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "No peer of service type \"\(serviceType)\" connected within \(timeout.peerKitSeconds). Check that a peer is running and advertising that service type, and that avahi-daemon is running."
         case .notRunning:
             return "The transceiver is not running; call resume() before sending."
+        case .alreadyRunning:
+            return "The transceiver is already running; run() it from one place only, or stop() it before running it again."
         case let .invalidKey(reason):
             return "The pre-shared key cannot be used: \(reason). Make a key with PeerKey.random() (32 random bytes) and give every peer the same one."
         case let .securitySetupFailed(reason):

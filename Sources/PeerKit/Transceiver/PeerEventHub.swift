@@ -3,8 +3,8 @@ import Foundation
 
 /// Hands every ``PeerEvent`` to the `events()` subscribers and to the closure properties, in order.
 ///
-/// Subscribers get events straight away; closures are called one at a time from a task of their
-/// own, so a slow closure never holds up the connection layer.
+/// Subscribers get events straight away; closures are called one at a time by a child task of the
+/// transceiver's run (``deliverCallbacks(_:)``), so a slow closure never holds up the connection layer.
 final class PeerEventHub: Sendable {
     /// The MultipeerKit-style closure properties of ``PeerTransceiver``.
     struct Callbacks: Sendable {
@@ -17,26 +17,62 @@ final class PeerEventHub: Sendable {
 
     let callbacks = NIOLockedValueBox(Callbacks())
     private let subscribers = NIOLockedValueBox<[UUID: AsyncStream<PeerEvent>.Continuation]>([:])
-    private let callbackEvents: AsyncStream<PeerEvent>
-    private let callbackContinuation: AsyncStream<PeerEvent>.Continuation
-    private let callbackTaskStarted = NIOLockedValueBox(false)
+    /// The events of the current run, for the closures; nil between runs.
+    private let callbackRun = NIOLockedValueBox<AsyncStream<PeerEvent>.Continuation?>(nil)
 
-    init() {
-        (callbackEvents, callbackContinuation) = AsyncStream.makeStream(of: PeerEvent.self)
-    }
+    init() {}
 
     /// Delivers `event` to every subscriber and queues it for the closures. Never blocks.
     func publish(_ event: PeerEvent) {
-        callbackContinuation.yield(event)
+        callbackRun.withLockedValue { $0 }?.yield(event)
         for subscriber in subscribers.withLockedValue({ Array($0.values) }) {
             subscriber.yield(event)
+        }
+    }
+
+    /// The events of a run that is starting, for ``deliverCallbacks(_:)``: every event published
+    /// until ``publishStopped()`` or ``endCallbacks()``.
+    func beginCallbacks() -> AsyncStream<PeerEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PeerEvent.self)
+        let previous = callbackRun.withLockedValue { current in
+            defer { current = continuation }
+            return current
+        }
+        previous?.finish()
+        return stream
+    }
+
+    /// Ends the current run's closure events (a run that failed to start).
+    func endCallbacks() {
+        callbackRun.withLockedValue { current in
+            defer { current = nil }
+            return current
+        }?.finish()
+    }
+
+    /// Calls the closures for each event of one run, one at a time, until the run ends. Runs as a
+    /// child task of the run, so a slow closure never holds up the connection layer.
+    func deliverCallbacks(_ events: AsyncStream<PeerEvent>) async {
+        for await event in events {
+            let current = callbacks.withLockedValue { $0 }
+            switch event {
+            case let .peerAdded(peer): current.peerAdded(peer)
+            case let .peerRemoved(peer): current.peerRemoved(peer)
+            case let .peerConnected(peer): current.peerConnected(peer)
+            case let .peerDisconnected(peer, _): current.peerDisconnected(peer)
+            case let .availablePeersChanged(peers): current.availablePeersDidChange(peers)
+            case .started, .stopped, .error, .knownPeersListed: break
+            }
         }
     }
 
     /// Delivers ``PeerEvent/stopped`` and then finishes every subscriber's stream: a stream
     /// belongs to one run of the transceiver. The closures keep working across restarts.
     func publishStopped() {
-        callbackContinuation.yield(.stopped)
+        if let run = callbackRun.withLockedValue({ current in defer { current = nil }; return current }) {
+            run.yield(.stopped)
+            run.finish()
+        }
         let ending = subscribers.withLockedValue { subscribers in
             defer { subscribers.removeAll() }
             return Array(subscribers.values)
@@ -58,33 +94,9 @@ final class PeerEventHub: Sendable {
         return stream
     }
 
-    /// Starts the task that calls the closures, once.
-    func startCallbackTask() {
-        let start = callbackTaskStarted.withLockedValue { started -> Bool in
-            defer { started = true }
-            return !started
-        }
-        guard start else { return }
-        let events = callbackEvents
-        let callbacks = callbacks
-        Task {
-            for await event in events {
-                let current = callbacks.withLockedValue { $0 }
-                switch event {
-                case let .peerAdded(peer): current.peerAdded(peer)
-                case let .peerRemoved(peer): current.peerRemoved(peer)
-                case let .peerConnected(peer): current.peerConnected(peer)
-                case let .peerDisconnected(peer, _): current.peerDisconnected(peer)
-                case let .availablePeersChanged(peers): current.availablePeersDidChange(peers)
-                case .started, .stopped, .error, .knownPeersListed: break
-                }
-            }
-        }
-    }
-
-    /// Ends every stream and the closure task.
+    /// Ends every stream, the closures' included.
     func finish() {
-        callbackContinuation.finish()
+        endCallbacks()
         for subscriber in subscribers.withLockedValue({ Array($0.values) }) {
             subscriber.finish()
         }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import ServiceLifecycle
 import Synchronization
 
 /// Finds peers of one service type on the local network, connects to them, and exchanges typed
@@ -31,7 +32,7 @@ import Synchronization
 /// peers of its service type, connects to each, and keeps exactly one connection per peer. Peers of
 /// other service types are never connected. Handlers registered with ``receive(_:using:)-(_,(T,Peer)->Void)``
 /// and ``respond(to:using:)`` run one at a time, in the order messages arrived, off the event loops.
-public final class PeerTransceiver: Sendable {
+public final class PeerTransceiver: Service, Sendable {
     /// The configuration the transceiver was made with.
     public let configuration: PeerConfiguration
     /// This transceiver's peer ID, sent in its hello and advertised in the `peerid` TXT key.
@@ -72,7 +73,44 @@ public final class PeerTransceiver: Sendable {
 
     // MARK: Lifecycle
 
-    /// Starts listening, advertising and browsing, and returns once the transceiver listens.
+    /// Runs the transceiver until it is stopped: listens, advertises and browses, then handles
+    /// messages, events and closures, and returns once every peer has been sent its bye.
+    ///
+    /// This is the structured form of the lifecycle, and makes the transceiver a
+    /// swift-service-lifecycle `Service`: everything the transceiver does while it runs is a
+    /// child task of this call. It ends when ``stop()`` is called, when the task running it is
+    /// cancelled, or when the `ServiceGroup` it runs in shuts down gracefully.
+    ///
+    /// ```swift
+    /// let transceiver = PeerTransceiver(serviceType: "example")
+    /// let group = ServiceGroup(services: [transceiver], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    /// try await group.run()
+    /// ```
+    ///
+    /// ``start()`` and ``resume()`` are the MultipeerKit-style convenience on top: they run the
+    /// same thing in a task of the transceiver's own.
+    /// - Throws: what ``start()`` throws, and ``PeerKitError/alreadyRunning`` when the transceiver
+    ///   runs already.
+    public func run() async throws {
+        guard let (session, callbacks) = try beginStart() else { throw PeerKitError.alreadyRunning }
+        let outcome = Mutex<(any Error)?>(nil)
+        let lifecycle = lifecycle, hub = hub, pending = pending
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await Self.run(session, callbacks: callbacks, lifecycle: lifecycle, hub: hub, configuration: configuration) { error in
+                    outcome.withLock { $0 = error }
+                }
+            } onCancel: {
+                Self.stop(session, lifecycle: lifecycle, hub: hub, pending: pending)
+            }
+        } onGracefulShutdown: {
+            Self.stop(session, lifecycle: lifecycle, hub: hub, pending: pending)
+        }
+        if let error = outcome.withLock({ $0 }) { throw error }
+    }
+
+    /// Starts listening, advertising and browsing, and returns once the transceiver listens; the
+    /// transceiver then runs (as ``run()`` does) in a task of its own until ``stop()``.
     ///
     /// Calling it while the transceiver runs does nothing.
     /// - Throws: ``PeerKitError/invalidServiceType(_:reason:)``, ``PeerKitError/invalidDiscoveryInfo(key:reason:)``
@@ -80,8 +118,12 @@ public final class PeerTransceiver: Sendable {
     ///   avahi-daemon) do not throw: they arrive as ``PeerEvent/error(_:)`` and make
     ///   ``waitForPeer(timeout:where:)`` throw.
     public func start() async throws {
-        guard let session = try beginStart() else { return }
-        try await finishStart(session)
+        guard let (session, callbacks) = try beginStart() else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            launch(session, callbacks: callbacks) { error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+            }
+        }
     }
 
     /// Starts the transceiver in the background, like ``start()``.
@@ -90,66 +132,87 @@ public final class PeerTransceiver: Sendable {
     /// it is not an error (it reaches the peers connected by then, which is none yet).
     /// Problems are logged and published as ``PeerEvent/error(_:)``.
     public func resume() {
-        let session: TransceiverSession?
+        let started: (TransceiverSession, AsyncStream<PeerEvent>)?
         do {
-            session = try beginStart()
+            started = try beginStart()
         } catch {
             logger.error("\(error)")
             hub.publish(.error(error))
             return
         }
-        guard let session else { return }
+        guard let (session, callbacks) = started else { return }
+        let (hub, logger, listenHost) = (hub, logger, configuration.listenHost)
+        launch(session, callbacks: callbacks) { error in
+            guard let error else { return }
+            let reported = error as? PeerKitError ?? .listenFailed(address: listenHost, reason: "\(error)")
+            logger.error("\(reported)")
+            hub.publish(.error(reported))
+        }
+    }
+
+    /// Runs `session` in a task of its own: the one unstructured task of the transceiver, behind
+    /// ``start()`` and ``resume()``. The task does not keep the transceiver alive, so a transceiver
+    /// that is let go stops (its `deinit` calls ``stop()``).
+    private func launch(_ session: TransceiverSession, callbacks: AsyncStream<PeerEvent>, onStart: @escaping @Sendable ((any Error)?) -> Void) {
+        let (lifecycle, hub, configuration) = (lifecycle, hub, configuration)
         Task {
-            do {
-                try await self.finishStart(session)
-            } catch {
-                let error = error as? PeerKitError ?? .listenFailed(address: self.configuration.listenHost, reason: "\(error)")
-                self.logger.error("\(error)")
-                self.hub.publish(.error(error))
-            }
+            await Self.run(session, callbacks: callbacks, lifecycle: lifecycle, hub: hub, configuration: configuration, onStart: onStart)
         }
     }
 
     /// Validates the configuration and makes the session, synchronously; nil when already running.
-    private func beginStart() throws(PeerKitError) -> TransceiverSession? {
+    private func beginStart() throws(PeerKitError) -> (TransceiverSession, AsyncStream<PeerEvent>)? {
         try configuration.validate()
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
-        let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
+        return lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>)? in
             guard case .idle = lifecycle else { return nil }
             let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
             lifecycle = .starting(session)
-            return session
+            // Under the lock, so that the closures see every event of this run and no other.
+            return (session, hub.beginCallbacks())
         }
-        if session != nil { hub.startCallbackTask() }
-        return session
     }
 
-    /// Listens and starts discovery for a session made by ``beginStart()``.
-    private func finishStart(_ session: TransceiverSession) async throws {
-        let port: Int?
-        do {
-            port = try await session.start()
-        } catch {
-            session.stop()
-            lifecycle.withLockedValue { lifecycle in
-                if case let .starting(current) = lifecycle, current === session { lifecycle = .idle }
+    /// Runs a session made by ``beginStart()``: starts it, tells `onStart` how that went (nil:
+    /// it runs), and returns when the session has stopped and its connections are closed.
+    private static func run(
+        _ session: TransceiverSession, callbacks: AsyncStream<PeerEvent>, lifecycle: NIOLockedValueBox<Lifecycle>,
+        hub: PeerEventHub, configuration: PeerConfiguration, onStart: @escaping @Sendable ((any Error)?) -> Void
+    ) async {
+        let logger = configuration.logger
+        await session.run(callbacks: callbacks) { result in
+            let port: Int?
+            switch result {
+            case let .failure(error):
+                session.stop()
+                let wasCurrent = lifecycle.withLockedValue { lifecycle -> Bool in
+                    guard case let .starting(current) = lifecycle, current === session else { return false }
+                    lifecycle = .idle
+                    return true
+                }
+                if wasCurrent { hub.endCallbacks() }
+                onStart(error)
+                return
+            case let .success(listening):
+                port = listening
             }
-            throw error
+            let stillWanted = lifecycle.withLockedValue { lifecycle -> Bool in
+                guard case let .starting(current) = lifecycle, current === session else { return false }
+                lifecycle = .running(session)
+                return true
+            }
+            guard stillWanted else {
+                session.stop()  // stopped while starting
+                onStart(nil)
+                return
+            }
+            if case .none = configuration.security {
+                logger.warning("PeerKit traffic of \"\(configuration.serviceType)\" is neither authenticated nor encrypted (PeerConfiguration.security is .none): anyone on the network can read and send messages. Set security = .preSharedKey(...) to protect it.")
+            }
+            logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
+            hub.publish(.started(port: port ?? 0))
+            onStart(nil)
         }
-        let stillWanted = lifecycle.withLockedValue { lifecycle -> Bool in
-            guard case let .starting(current) = lifecycle, current === session else { return false }
-            lifecycle = .running(session)
-            return true
-        }
-        guard stillWanted else {
-            session.stop()
-            return
-        }
-        if case .none = configuration.security {
-            logger.warning("PeerKit traffic of \"\(configuration.serviceType)\" is neither authenticated nor encrypted (PeerConfiguration.security is .none): anyone on the network can read and send messages. Set security = .preSharedKey(...) to protect it.")
-        }
-        logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
-        hub.publish(.started(port: port ?? 0))
     }
 
     /// Says bye to every peer, closes every connection, and stops advertising and browsing.
@@ -170,17 +233,25 @@ public final class PeerTransceiver: Sendable {
     }
 
     private func stopSession() -> [EventLoopFuture<Void>] {
-        let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
+        Self.stop(nil, lifecycle: lifecycle, hub: hub, pending: pending)
+    }
+
+    /// Stops the running session (only if it is `session`, when given): the one place where a
+    /// run ends, whether by ``stop()``, cancellation or a graceful shutdown.
+    @discardableResult
+    private static func stop(_ session: TransceiverSession?, lifecycle: NIOLockedValueBox<Lifecycle>, hub: PeerEventHub, pending: PendingRequests) -> [EventLoopFuture<Void>] {
+        let stopping = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             switch lifecycle {
             case .idle:
                 return nil
-            case let .starting(session), let .running(session):
+            case let .starting(current), let .running(current):
+                if let session, current !== session { return nil }
                 lifecycle = .idle
-                return session
+                return current
             }
         }
-        guard let session else { return [] }
-        let closed = session.stop()
+        guard let stopping else { return [] }
+        let closed = stopping.stop()
         pending.failAll(with: PeerKitError.notRunning)
         hub.publishStopped()
         return closed

@@ -18,7 +18,11 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var port: Int?
         var discoveryFailure: PeerKitError?
         var knownServicesListed = false
-        var dispatcherTask: Task<Void, Never>?
+        var stopCalled = false
+        /// Set by ``stop()``: the connections' closing, which ``run(callbacks:onStart:)`` waits for.
+        var closing: [EventLoopFuture<Void>]?
+        /// The run waiting for ``stop()``.
+        var stopWaiter: CheckedContinuation<[EventLoopFuture<Void>], Never>?
     }
 
     init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
@@ -76,12 +80,39 @@ final class TransceiverSession: ConnectionManagerDelegate {
     /// Whether discovery has reported every service it already knew of.
     var knownServicesListed: Bool { state.withLockedValue { $0.knownServicesListed } }
 
+    /// The session's whole life as one structured task: starts it (``start()``) and tells
+    /// `onStart` how that went; then the message dispatcher and the closure callbacks run as child
+    /// tasks until ``stop()``. Returns once both have ended and every connection is closed.
+    func run(callbacks: AsyncStream<PeerEvent>, onStart: @escaping @Sendable (Result<Int?, any Error>) -> Void) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.dispatcher.run() }
+            group.addTask { await self.hub.deliverCallbacks(callbacks) }
+            do {
+                onStart(.success(try await start()))
+            } catch {
+                onStart(.failure(error))  // which stops this session
+            }
+            for closed in await stopRequested() {
+                try? await closed.get()
+            }
+        }
+    }
+
+    /// Returns the connections' closing once ``stop()`` was called.
+    private func stopRequested() async -> [EventLoopFuture<Void>] {
+        await withCheckedContinuation { continuation in
+            let closing = state.withLockedValue { state -> [EventLoopFuture<Void>]? in
+                if let closing = state.closing { return closing }
+                state.stopWaiter = continuation
+                return nil
+            }
+            if let closing { continuation.resume(returning: closing) }
+        }
+    }
+
     /// Listens, then starts discovery. Returns the port (nil when not listening).
-    func start() async throws -> Int? {
+    private func start() async throws -> Int? {
         manager.setDelegate(self)
-        let dispatcher = dispatcher
-        let task = Task { await dispatcher.run() }
-        state.withLockedValue { $0.dispatcherTask = task }
         let port = try await manager.start()
         state.withLockedValue { $0.port = port }
         if let discovery {
@@ -103,14 +134,27 @@ final class TransceiverSession: ConnectionManagerDelegate {
         return port
     }
 
-    /// Stops discovery, says bye to every peer, and ends the dispatcher after what it has queued.
-    /// Returns futures that complete when every connection and the listener are closed.
+    /// Stops discovery, says bye to every peer, and ends the dispatcher after what it has queued;
+    /// the run then ends. Returns futures that complete when every connection and the listener are
+    /// closed. A later call does nothing and returns the first call's futures (none while the
+    /// first is still under way).
     @discardableResult
     func stop() -> [EventLoopFuture<Void>] {
+        let first = state.withLockedValue { state -> Bool in
+            defer { state.stopCalled = true }
+            return !state.stopCalled
+        }
+        guard first else { return state.withLockedValue { $0.closing } ?? [] }
         discovery?.stop()
         let closed = manager.stop()
         manager.setDelegate(nil)
         dispatcher.finish()
+        let waiter = state.withLockedValue { state -> CheckedContinuation<[EventLoopFuture<Void>], Never>? in
+            state.closing = closed
+            defer { state.stopWaiter = nil }
+            return state.stopWaiter
+        }
+        waiter?.resume(returning: closed)
         return closed
     }
 

@@ -1,0 +1,109 @@
+import Logging
+import PeerKit
+import ServiceLifecycle
+import Testing
+
+/// `run()` is the structured lifecycle; `start()`/`resume()`/`stop()` the convenience on top.
+@Suite("Transceiver lifecycle")
+struct TransceiverLifecycleTests {
+    /// A server on loopback and a client dialling it; the test decides how the server runs.
+    private func clientOf(_ server: PeerTransceiver, name: String = "client") async throws -> (PeerTransceiver, AsyncStream<PeerEvent>) {
+        var configuration = loopbackConfiguration(serviceType: server.configuration.serviceType, name: name, peers: [try endpoint(of: server)])
+        configuration.advertises = false
+        let client = PeerTransceiver(configuration: configuration)
+        let events = client.events()
+        try await client.start()
+        _ = try await client.waitForPeer(timeout: .seconds(20))
+        return (client, events)
+    }
+
+    private func waitUntilStarted(_ events: AsyncStream<PeerEvent>) async throws {
+        _ = try await nextEvent(events, "started") { if case .started = $0 { return true } else { return false } }
+    }
+
+    @Test("run() in a ServiceGroup serves peers until a graceful shutdown, which says bye to them and returns")
+    func serviceGroupShutdown() async throws {
+        let server = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "server"))
+        let serverEvents = server.events()
+        let group = ServiceGroup(services: [server], logger: Logger(label: "test"))
+        let running = Task { try await group.run() }
+        try await waitUntilStarted(serverEvents)
+        let (client, clientEvents) = try await clientOf(server)
+        defer { client.stop() }
+
+        await group.triggerGracefulShutdown()
+        try await within(20, "the group's run to return") { try await running.value }
+        let disconnected = try await nextEvent(clientEvents, "the server's bye") {
+            if case .peerDisconnected = $0 { return true } else { return false }
+        }
+        #expect(disconnected == .peerDisconnected(Peer(id: server.peerID, name: "server", isConnected: false), reason: nil))
+        _ = try await nextEvent(serverEvents, "stopped") { $0 == .stopped }
+        #expect(server.listeningPort == nil)
+    }
+
+    @Test("cancelling the task that runs run() stops the transceiver; stop() ends run() too")
+    func cancellationAndStopEndTheRun() async throws {
+        let server = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "server"))
+        let firstEvents = server.events()
+        let cancelled = Task { try await server.run() }
+        try await waitUntilStarted(firstEvents)
+        cancelled.cancel()
+        try await within(20, "run() to return after cancellation") { try await cancelled.value }
+        #expect(server.listeningPort == nil)
+
+        let events = server.events()
+        let stopped = Task { try await server.run() }  // and it can run again
+        try await waitUntilStarted(events)
+        server.stop()
+        try await within(20, "run() to return after stop()") { try await stopped.value }
+    }
+
+    @Test("run() while the transceiver runs throws alreadyRunning and leaves the running one alone")
+    func runTwice() async throws {
+        let server = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "server"))
+        try await server.start()
+        defer { server.stop() }
+        await #expect(throws: PeerKitError.alreadyRunning) { try await server.run() }
+        #expect(server.listeningPort != nil)
+    }
+
+    @Test("run() throws what start() throws, at once")
+    func runThrowsStartErrors() async throws {
+        let invalid = PeerTransceiver(serviceType: "not a service type!")
+        await #expect(throws: PeerKitError.self) { try await invalid.run() }
+    }
+
+    @Test("a resumed transceiver that is let go stops: its background run does not keep it alive")
+    func letGoStops() async throws {
+        let anchor = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "anchor"))
+        try await anchor.start()
+        defer { anchor.stop() }
+        let anchorEvents = anchor.events()
+        weak var released: PeerTransceiver?
+        do {
+            let (client, _) = try await clientOf(anchor, name: "transient")
+            released = client
+        }
+        _ = try await nextEvent(anchorEvents, "the let-go client's bye") {
+            if case .peerDisconnected = $0 { return true } else { return false }
+        }
+        #expect(released == nil)
+    }
+
+    @Test("closures see the events of each run, across a restart")
+    func callbacksAcrossRestarts() async throws {
+        let server = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "server"))
+        let connected = Inbox<String>()
+        server.peerConnected = { peer in connected.put(peer.name) }
+        try await server.start()
+        let (first, _) = try await clientOf(server, name: "first")
+        #expect(try await connected.take(1) == ["first"])
+        first.stop()
+        server.stop()
+        try await server.start()
+        defer { server.stop() }
+        let (second, _) = try await clientOf(server, name: "second")
+        defer { second.stop() }
+        #expect(try await connected.take(1) == ["second"])
+    }
+}
