@@ -40,6 +40,8 @@ public final class PeerTransceiver: Sendable {
     let registry = MessageRegistry()
     let pending = PendingRequests()
     let hub = PeerEventHub()
+    /// Group membership: ours (kept across restarts) and that of connected peers.
+    let groupDirectory: GroupDirectory
     private let requestCounter = Atomic<UInt64>(0)
     private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
 
@@ -63,6 +65,10 @@ public final class PeerTransceiver: Sendable {
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
         self.peerID = UUID().uuidString
+        self.groupDirectory = GroupDirectory(limits: .init(
+            maximumGroupNameLength: configuration.maximumGroupNameLength,
+            maximumGroupsPerPeer: configuration.maximumGroupsPerPeer
+        ))
     }
 
     deinit {
@@ -116,7 +122,7 @@ public final class PeerTransceiver: Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, groups: groupDirectory, hub: hub)
             lifecycle = .starting(session)
             return session
         }
