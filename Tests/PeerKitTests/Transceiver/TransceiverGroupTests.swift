@@ -3,12 +3,21 @@ import NIOCore
 import Testing
 @testable import PeerKit
 
-/// Waits for `peer`-in-`group` membership events on `events`.
-private func joined(_ events: AsyncStream<PeerEvent>, _ name: String, _ group: String) async throws {
-    _ = try await nextEvent(events, "\(name) to join \(group)") { event in
-        if case let .peerJoinedGroup(peer, joinedGroup) = event { return peer.name == name && joinedGroup == group }
-        return false
+/// Waits until `events` has shown each "name in group" of `memberships` joining, in any order
+/// (one stream is read once, so waiting for them one after another could skip an earlier one).
+private func joined(_ events: AsyncStream<PeerEvent>, _ memberships: [String]) async throws {
+    try await within(20, "\(memberships) to join") {
+        var missing = Set(memberships)
+        for await event in events {
+            if case let .peerJoinedGroup(peer, group) = event { missing.remove("\(peer.name) in \(group)") }
+            if missing.isEmpty { return }
+        }
+        throw TimedOut(what: "\(missing) to join (the event stream ended)")
     }
+}
+
+private func joined(_ events: AsyncStream<PeerEvent>, _ name: String, _ group: String) async throws {
+    try await joined(events, ["\(name) in \(group)"])
 }
 
 private func left(_ events: AsyncStream<PeerEvent>, _ name: String, _ group: String) async throws {
@@ -32,8 +41,7 @@ struct TransceiverGroupTests {
         try spokes[0].join("kitchen")
         try spokes[2].join("kitchen")
         try spokes[1].join("garden")
-        try await joined(events, "spoke0", "kitchen")
-        try await joined(events, "spoke2", "kitchen")
+        try await joined(events, ["spoke0 in kitchen", "spoke2 in kitchen"])
         #expect(hub.peers(inGroup: "kitchen").map(\.name) == ["spoke0", "spoke2"])
         #expect(hub.groups.isEmpty, "the hub sends to a group it is not in")
 
@@ -102,8 +110,7 @@ struct TransceiverGroupTests {
         let events = hub.events()
         try spokes[0].join("g")
         try spokes[1].join("g")
-        try await joined(events, "spoke0", "g")
-        try await joined(events, "spoke1", "g")
+        try await joined(events, ["spoke0 in g", "spoke1 in g"])
         try await hub.send(Note(text: "one"), toGroup: "g")
         #expect(Set(try await inbox.take(2)) == ["spoke0:one", "spoke1:one"])
 
@@ -125,8 +132,7 @@ struct TransceiverGroupTests {
         try spokes[0].join("a")
         try spokes[0].join("b")
         try spokes[1].join("a")
-        try await joined(events, "spoke0", "b")
-        try await joined(events, "spoke1", "a")
+        try await joined(events, ["spoke0 in a", "spoke0 in b", "spoke1 in a"])
         await spokes[0].shutdown()
         let sequence = try await within(20, "spoke0 to leave and disconnect") {
             var sequence: [String] = []
@@ -154,8 +160,7 @@ struct TransceiverGroupTests {
         spokes[2].respond(to: Question.self) { _, _ in Answer(text: "not a member", from: "spoke2") }
         try spokes[0].join("q")
         try spokes[1].join("q")
-        try await joined(events, "spoke0", "q")
-        try await joined(events, "spoke1", "q")
+        try await joined(events, ["spoke0 in q", "spoke1 in q"])
         let replies = try await hub.request(Question(text: "status"), toGroup: "q", expecting: Answer.self)
         #expect(replies.map(\.peer.name) == ["spoke0", "spoke1"])
         #expect(try replies[0].result.get() == Answer(text: "STATUS", from: "hub"))
