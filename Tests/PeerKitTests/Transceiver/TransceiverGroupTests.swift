@@ -195,6 +195,10 @@ struct GroupWireTests {
     private func rawPeerAgainst(features: [String]?, name: String, log: CapturedLog? = nil) async throws -> (PeerTransceiver, RawPeer, String) {
         let serviceType = randomServiceType()
         var configuration = loopbackConfiguration(serviceType: serviceType, name: name)
+        // A raw peer answers no pings: with the default 2.5 s timeout, a test stalled that long
+        // on a loaded machine would lose it to the heartbeat, which is not what these tests are about.
+        configuration.heartbeatInterval = .seconds(10)
+        configuration.peerTimeout = .seconds(60)
         if let log { configuration.logger = log.logger }
         let transceiver = PeerTransceiver(configuration: configuration)
         try transceiver.join("g")
