@@ -6,7 +6,7 @@ import NIOCore
 //   ConnectionStateMachine(configuration:), .Configuration(localHello:heartbeatInterval:peerTimeout:handshakeTimeout:),
 //   activated(now:), bytesArrived(now:), frameReceived(_:now:), frameRejected(_:),
 //   heartbeat(now:queuedOutboundBytes:readingPaused:), closeRequested(_:), transportFailed(_:),
-//   channelClosed(error:), isOpen, isEnding, remoteHello; Hello(peerID:name:serviceType:discoveryInfo:);
+//   channelClosed(error:), isOpen, isEnding; Hello(peerID:name:serviceType:discoveryInfo:);
 //   EnvelopeParser.parse.
 //
 // Input: a sequence of events, each one opcode byte then its operands. Time only moves forward
@@ -49,6 +49,8 @@ let cannedFrames: [String] = [
     #"{"type":"peerkit.error","payload":{"reason":"no"}}"#,
     #"{"type":"peerkit.error","replyTo":"r1","payload":{"reason":"no"}}"#,
     #"{"type":"peerkit.future","payload":[]}"#,
+    #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"remote-peer","name":"remote","serviceType":"_fuzz._tcp","features":["groups"]}}"#,
+    #"{"type":"peerkit.groups","payload":{"version":2,"groups":["a","b"]}}"#,
     #"{"type":"AddItemCommand","id":"r7","payload":{"title":"Milk"}}"#,
 ]
 
@@ -95,7 +97,11 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         let queued = step % 4 == 0 ? Int(step) * 1_000_000 : 0
         action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0)
     case 6:
-        action = machine.closeRequested(step % 2 == 0 ? .stopped : .duplicate)
+        switch step % 3 {
+        case 0: action = machine.closeRequested(.stopped)
+        case 1: action = machine.closeRequested(.duplicate)
+        default: action = machine.closeRequested(.failed(.limitExceeded("fuzz")))
+        }
         precondition(machine.isEnding, "closeRequested left the machine open")
     case 7:
         action = machine.transportFailed("fuzz")
@@ -114,7 +120,7 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         life.reported = true
     case let .established(hello):
         precondition(!wasEnding, "an ending machine established a connection")
-        precondition(machine.remoteHello == hello, "established without recording the remote hello")
+        precondition(machine.isOpen, "established \(hello.peerID) without opening")
     case .renamed, .send:
         precondition(!wasEnding, "an ending machine answered with \(action)")
     case .deliver, .none:

@@ -65,6 +65,9 @@ public func fuzzJSONDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CIn
         check(Command.self, envelope.payload, syntaxChecked: true)
         check([String: Int].self, envelope.payload, syntaxChecked: true)
         check([Double?].self, envelope.payload, syntaxChecked: true)
+        // The protocol's own payloads go through the same codec (a peer chooses their bytes too).
+        check(Hello.self, envelope.payload, syntaxChecked: true)
+        check(GroupSnapshot.self, envelope.payload, syntaxChecked: true)
     }
     check(Item.self, frame, syntaxChecked: false)
     check([String: [Int64]].self, frame, syntaxChecked: false)

@@ -72,6 +72,11 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case advertisedSecurityMismatch(service: String, theirs: String, ours: String)
     /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
     case admissionRefused(peer: String)
+    /// A peer went over one of the limits on what it may make this transceiver keep (such as
+    /// ``PeerConfiguration/maximumGroupsPerPeer``); it was disconnected.
+    case peerExceededLimit(peer: String, reason: String)
+    /// A group name cannot be used, or this transceiver cannot join one more group.
+    case invalidGroup(String, reason: String)
 
     /// The error as a sentence naming the values involved: what happened and what to do.
     public var description: String {
@@ -140,6 +145,10 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
         case let .admissionRefused(peer):
             return "The admission hook refused \(peer); its connection was closed."
+        case let .peerExceededLimit(peer, reason):
+            return "\(peer.capitalizedFirst) went over a limit and was disconnected: \(reason)."
+        case let .invalidGroup(group, reason):
+            return "The group \"\(LogSafe.text(group, maximumBytes: 80))\" cannot be used: \(reason)."
         }
     }
 }

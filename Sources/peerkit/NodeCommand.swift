@@ -4,6 +4,11 @@ import Foundation
 /// The commands `peerkit node` reads from standard input, and the signals that stop it.
 enum NodeCommand: Sendable {
     case broadcast(String)
+    /// `join GROUP`, `leave GROUP`: change this node's groups.
+    case join(String)
+    case leave(String)
+    /// `shout GROUP TEXT`: send a `NodeMessage` to the members of GROUP.
+    case shout(group: String, text: String)
     case peers
     case quit
     case unknown(String)
@@ -16,6 +21,13 @@ enum NodeCommand: Sendable {
             self = .peers
         } else if trimmed.hasPrefix("broadcast ") {
             self = .broadcast(String(trimmed.dropFirst("broadcast ".count)))
+        } else if trimmed.hasPrefix("join ") {
+            self = .join(String(trimmed.dropFirst("join ".count)))
+        } else if trimmed.hasPrefix("leave ") {
+            self = .leave(String(trimmed.dropFirst("leave ".count)))
+        } else if trimmed.hasPrefix("shout "), let space = trimmed.dropFirst("shout ".count).firstIndex(of: " ") {
+            let rest = trimmed.dropFirst("shout ".count)
+            self = .shout(group: String(rest[..<space]), text: String(rest[rest.index(after: space)...]))
         } else {
             self = .unknown(trimmed)
         }

@@ -49,7 +49,7 @@ extension Peerkit {
             case let .error(error):
                 if json { Output.line(["event": "error", "message": error.description]) } else { Output.text("error: \(error)") }
                 return
-            case .started, .availablePeersChanged, .stopped, .knownPeersListed:
+            case .started, .availablePeersChanged, .stopped, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup:
                 return
             }
             if json {

@@ -16,7 +16,8 @@ extension Peerkit {
         static let configuration = CommandConfiguration(
             abstract: "Join a service type, print its events as JSON lines and take commands on standard input.",
             discussion: """
-            Commands on standard input, one per line: `broadcast TEXT`, `peers`, `quit`.
+            Commands on standard input, one per line: `broadcast TEXT`, `join GROUP`, `leave GROUP`,
+            `shout GROUP TEXT` (to the members of GROUP only), `peers`, `quit`.
             SIGTERM and SIGINT stop the node gracefully.
             """
         )
@@ -91,10 +92,27 @@ extension Peerkit {
                 switch command {
                 case let .broadcast(text):
                     transceiver.broadcast(NodeMessage(text: text))
+                case let .join(group):
+                    do {
+                        try transceiver.join(group)
+                        output.write(["event": "joined", "group": group])
+                    } catch {
+                        output.write(["event": "error", "message": "\(error)"])
+                    }
+                case let .leave(group):
+                    transceiver.leave(group)
+                    output.write(["event": "left", "group": group])
+                case let .shout(group, text):
+                    do {
+                        let reached = try await transceiver.send(NodeMessage(text: text), toGroup: group)
+                        output.write(["event": "shouted", "group": group, "peers": reached.map(Self.describe)])
+                    } catch {
+                        output.write(["event": "error", "message": "\(error)"])
+                    }
                 case .peers:
                     output.write(["event": "peers", "peers": transceiver.availablePeers.map(Self.describe)])
                 case let .unknown(line):
-                    output.write(["event": "error", "message": "Unknown command \"\(line)\"; use broadcast TEXT, peers or quit."])
+                    output.write(["event": "error", "message": "Unknown command \"\(line)\"; use broadcast TEXT, join GROUP, leave GROUP, shout GROUP TEXT, peers or quit."])
                 case .quit:
                     await transceiver.shutdown()
                     // The event task ends after printing the stopped event.
@@ -121,6 +139,8 @@ extension Peerkit {
                 return line
             case let .availablePeersChanged(peers): return ["event": "availablePeersChanged", "peers": peers.map(describe)]
             case .knownPeersListed: return ["event": "knownPeersListed"]
+            case let .peerJoinedGroup(peer, group): return ["event": "peerJoinedGroup", "peer": describe(peer), "group": group]
+            case let .peerLeftGroup(peer, group): return ["event": "peerLeftGroup", "peer": describe(peer), "group": group]
             case let .error(error): return ["event": "error", "message": error.description]
             case .stopped: return ["event": "stopped"]
             }

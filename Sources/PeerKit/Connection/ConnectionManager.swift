@@ -103,10 +103,14 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         /// Incoming connections refused in the current over-limit episode (0: not refusing).
         var refusedInEpisode = 0
         /// Events waiting to be delivered, in order, and whether a thread is delivering them.
-        var events: [PeerEvent] = []
+        var events: [ConnectionEvent] = []
         var delivering = false
 
         mutating func emit(_ event: PeerEvent) {
+            events.append(.peer(event))
+        }
+
+        mutating func queue(_ event: ConnectionEvent) {
             events.append(event)
         }
     }
@@ -119,6 +123,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private let logger: Logger
     private let state: NIOLockedValueBox<State>
     private let delegateBox = NIOLockedValueBox<(any ConnectionManagerDelegate)?>(nil)
+    private let messagesBox = NIOLockedValueBox<(any InboundMessageSink)?>(nil)
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
@@ -131,9 +136,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         ))
     }
 
-    /// Where events go. Set before ``start()``.
-    func setDelegate(_ delegate: (any ConnectionManagerDelegate)?) {
+    /// Where events and messages go. Set before ``start()``.
+    func setDelegate(_ delegate: (any ConnectionManagerDelegate)?, messages: (any InboundMessageSink)?) {
         delegateBox.withLockedValue { $0 = delegate }
+        messagesBox.withLockedValue { $0 = messages }
     }
 
     private var localPeerID: String { configuration.localHello.peerID }
@@ -156,13 +162,13 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         guard claimed else { return }
         let delegate = delegateBox.withLockedValue { $0 }
         while true {
-            let batch = state.withLockedValue { state -> [PeerEvent] in
+            let batch = state.withLockedValue { state -> [ConnectionEvent] in
                 if state.events.isEmpty { state.delivering = false }
                 defer { state.events.removeAll(keepingCapacity: true) }
                 return state.events
             }
             if batch.isEmpty { return }
-            for event in batch { delegate?.emit(event) }
+            for event in batch { delegate?.handle(event) }
         }
     }
 
@@ -598,6 +604,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 state.tieBreaks += 1
                 if newWins { record.active = connection }
                 state.peers[remote.peerID] = record
+                state.queue(.established(connection))
                 return (newWins ? active : connection, reached)
             }
             record.active = connection
@@ -606,12 +613,14 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 pending.cancel()
                 record.pendingDisconnect = nil
                 state.peers[remote.peerID] = record
+                state.queue(.established(connection))
                 return (nil, reached)
             }
             state.peers[remote.peerID] = record
             if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
             state.emit(.peerConnected(record.snapshot))
             state.emit(.availablePeersChanged(Self.available(state)))
+            state.queue(.established(connection))
             return (nil, reached)
         }
         if let reached {
@@ -632,7 +641,16 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     func connection(_ connection: PeerConnection, received envelope: Envelope) {
         guard let peer = connection.peer, !configuration.admission.hold(envelope, on: connection) else { return }
-        delegate?.received(envelope, from: peer, on: connection)
+        guard EnvelopeType.passedUp.contains(envelope.type) else {
+            messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection)
+            return
+        }
+        // A feature's control frame goes through the event queue, so that the layer above sees
+        // it after the peer connected and before it disconnected; dropped once it disconnected.
+        withState { state in
+            guard state.running, state.peers[peer.id]?.active != nil else { return }
+            state.queue(.control(envelope, from: peer, on: connection))
+        }
     }
 
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
@@ -702,8 +720,6 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     // MARK: Events
-
-    private var delegate: (any ConnectionManagerDelegate)? { delegateBox.withLockedValue { $0 } }
 
     /// An error as a sentence fragment naming its cause: for a system call, the call and errno.
     static func describe(_ error: any Error) -> String {

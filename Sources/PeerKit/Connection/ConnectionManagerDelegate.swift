@@ -1,11 +1,28 @@
-/// What the connection manager reports to the layer above.
-///
-/// `emit` is called in the order the state changed, one call at a time, never with the manager's
-/// lock held; `received` is called on the connection's event loop. Neither may block: hand the
-/// value on (yield it to a stream) and return.
-protocol ConnectionManagerDelegate: AnyObject, Sendable {
+/// What the connection manager reports to the layer above, in the order it happened.
+enum ConnectionEvent: Sendable {
     /// A peer event: added, removed, connected, disconnected, list changed, or an error.
-    func emit(_ event: PeerEvent)
-    /// A message (or a reply) arrived from `peer` on `connection`.
-    func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection)
+    case peer(PeerEvent)
+    /// A connection completed its handshake and its peer was admitted. Reported for every such
+    /// connection, also for a second one to a peer already connected (one of the two is retired
+    /// by the tie-break soon after), so that the layer above can greet each one.
+    case established(PeerConnection)
+    /// A control frame of a feature the layer above handles (``EnvelopeType/passedUp``), from a
+    /// peer that is connected. Ordered with the peer's other events: after its
+    /// ``PeerEvent/peerConnected(_:)``, before its ``PeerEvent/peerDisconnected(_:reason:)``.
+    case control(Envelope, from: Peer, on: PeerConnection)
+}
+
+/// Receives the connection manager's events.
+///
+/// ``handle(_:)`` is called in the order the state changed, one call at a time, never with the
+/// manager's lock held. It may not block: update state, hand the value on, and return.
+protocol ConnectionManagerDelegate: AnyObject, Sendable {
+    func handle(_ event: ConnectionEvent)
+}
+
+/// Where the connection manager hands application messages and replies (the messaging layer's
+/// dispatcher). Called on the connection's event loop; it may not block.
+protocol InboundMessageSink: AnyObject, Sendable {
+    /// A message (or a reply) arrived from `sender` on `connection`.
+    func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection)
 }

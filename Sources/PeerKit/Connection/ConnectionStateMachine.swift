@@ -1,6 +1,4 @@
-import Foundation
 import NIOCore
-import NIOFoundationCompat
 
 /// The whole life of one connection, as a value type: handshake, keepalive, limits and close.
 ///
@@ -14,6 +12,10 @@ import NIOFoundationCompat
 /// It never touches a socket, so it is tested with plain values. Every way a connection ends is a
 /// ``CloseReason``, reported exactly once (``Action/reportClosed(_:)``); after that the machine
 /// ignores further events.
+///
+/// Control payloads are decoded with PeerKit's JSON codec (``Envelope/decodePayload(_:syntaxChecked:)``),
+/// as messages are. The peer's hello is not kept here: it goes up with ``Action/established(_:)``
+/// and is stored once, by the ``PeerConnection``.
 struct ConnectionStateMachine {
     /// Protocol parameters and limits for one connection.
     struct Configuration: Sendable {
@@ -52,12 +54,15 @@ struct ConnectionStateMachine {
     }
 
     /// Why a connection had to be failed by this side.
-    enum Failure: Equatable, Sendable {
+    enum Failure: Error, Equatable, Sendable {
         case handshake(String)
         case malformed(String)
         case frameTooLarge(length: Int, limit: Int)
         case timedOut(silence: TimeAmount)
         case tooSlow(queuedBytes: Int, limit: Int, grace: TimeAmount)
+        /// The peer went over a limit that a layer above the connection enforces (its group
+        /// membership, for example); the sentence fragment says which.
+        case limitExceeded(String)
     }
 
     /// Why a connection ended: exactly one per connection.
@@ -68,7 +73,8 @@ struct ConnectionStateMachine {
         case duplicate
         /// The peer said `bye`, with its reason.
         case peerSaidBye(reason: String?)
-        /// This side failed it: a protocol violation, a timeout, a slow peer.
+        /// This side failed it: a protocol violation, a timeout, a slow peer, a limit (also when
+        /// asked to by the layer above, with ``ConnectionStateMachine/closeRequested(_:)``).
         case failed(Failure)
         /// The peer sent `peerkit.error` (and closes): its reason.
         case peerFailed(reason: String)
@@ -87,10 +93,11 @@ struct ConnectionStateMachine {
         case send(ControlFrame)
         /// The handshake completed: raise the frame limit and tell the connection layer who the peer is.
         case established(Hello)
-        /// An application message (or a reply) for the messaging layer.
+        /// An application message (or a reply), or a control frame of a feature the layer above
+        /// handles (``EnvelopeType/passedUp``), for the messaging layer.
         case deliver(Envelope)
-        /// The peer's name changed.
-        case renamed(Hello)
+        /// The peer's name changed to `name` (checked against the hello's limits).
+        case renamed(name: String)
         /// Report `reason` now; then send what is queued (unless the peer is not reading or is
         /// silent) and `frame`, if any, and close the socket as `mode` says.
         case close(sending: ControlFrame?, mode: CloseMode, reason: CloseReason)
@@ -113,10 +120,10 @@ struct ConnectionStateMachine {
     private enum State: Equatable {
         case idle
         case handshaking(since: NIODeadline)
-        case open(remote: Hello)
+        case open
         /// Closing: the reason is reported already; waiting for the socket to close. Messages
         /// still arriving are delivered only when `delivering` (a retired duplicate).
-        case closing(remote: Hello?, delivering: Bool)
+        case closing(delivering: Bool)
         case closed
     }
 
@@ -124,6 +131,11 @@ struct ConnectionStateMachine {
     static let maximumPeerIDLength = 64
     /// At most this many discovery-info pairs in a hello, each at most 255 bytes (a TXT string).
     static let maximumDiscoveryInfoCount = 64
+    /// At most this many feature names in a hello, each at most ``maximumFeatureNameLength``
+    /// bytes: far more than there are features, and it bounds what a hello keeps per connection.
+    static let maximumFeatureCount = 32
+    /// The longest feature name accepted in a hello, in UTF-8 bytes.
+    static let maximumFeatureNameLength = 64
 
     let configuration: Configuration
     private var state: State = .idle
@@ -137,15 +149,6 @@ struct ConnectionStateMachine {
 
     init(configuration: Configuration) {
         self.configuration = configuration
-    }
-
-    /// The remote hello, once the handshake is complete.
-    var remoteHello: Hello? {
-        switch state {
-        case let .open(remote): return remote
-        case let .closing(remote, _): return remote
-        case .idle, .handshaking, .closed: return nil
-        }
     }
 
     /// Whether the connection is open for messages.
@@ -181,13 +184,14 @@ struct ConnectionStateMachine {
     mutating func frameReceived(_ envelope: Envelope, now: NIODeadline) -> Action {
         lastHeard = now
         switch state {
-        case let .closing(_, delivering):
-            return delivering && !envelope.isControl ? .deliver(envelope) : .none
+        case let .closing(delivering):
+            let passed = !envelope.isControl || EnvelopeType.passedUp.contains(envelope.type)
+            return delivering && passed ? .deliver(envelope) : .none
         case .idle, .closed:
             return .none
         case .handshaking:
             return receiveHello(envelope)
-        case let .open(remote):
+        case .open:
             guard envelope.isControl else { return .deliver(envelope) }
             switch envelope.type {
             case EnvelopeType.ping:
@@ -196,31 +200,29 @@ struct ConnectionStateMachine {
                 if let outstanding = outstandingPing, envelope.replyTo == outstanding.id { outstandingPing = nil }
                 return .none
             case EnvelopeType.bye:
-                let bye = try? JSONDecoder().decode(Bye.self, from: envelope.payload)
-                state = .closing(remote: remote, delivering: false)
+                let bye = try? envelope.decodePayload(Bye.self)
+                state = .closing(delivering: false)
                 return .close(sending: nil, mode: .close, reason: .peerSaidBye(reason: bye?.reason.map { LogSafe.text($0) }))
             case EnvelopeType.error:
                 if envelope.replyTo != nil { return .deliver(envelope) }
-                let payload = try? JSONDecoder().decode(ErrorPayload.self, from: envelope.payload)
-                state = .closing(remote: remote, delivering: false)
+                let payload = try? envelope.decodePayload(ErrorPayload.self)
+                state = .closing(delivering: false)
                 let reason = payload.map { LogSafe.text($0.reason) } ?? "the peer reported an error without a reason"
                 return .close(sending: nil, mode: .close, reason: .peerFailed(reason: reason))
             case EnvelopeType.rename:
-                guard let rename = try? JSONDecoder().decode(Rename.self, from: envelope.payload) else {
+                guard let rename = try? envelope.decodePayload(Rename.self) else {
                     return fail(.malformed("a peerkit.rename payload lacks its name"))
                 }
                 if let problem = Self.problem(withName: rename.name) {
                     return fail(.handshake("the peer's new name \(problem)"))
                 }
-                var renamed = remote
-                renamed.name = rename.name
-                state = .open(remote: renamed)
-                return .renamed(renamed)
+                return .renamed(name: rename.name)
             case EnvelopeType.hello:
                 return fail(.handshake("a second peerkit.hello arrived after the handshake"))
             default:
-                // A control type from a later protocol version: ignore it.
-                return .none
+                // A feature's frame goes up to the layer that owns the feature; a control type
+                // from a later protocol version is ignored.
+                return EnvelopeType.passedUp.contains(envelope.type) ? .deliver(envelope) : .none
             }
         }
     }
@@ -294,20 +296,25 @@ struct ConnectionStateMachine {
 
     /// This side closes the connection (`.stopped` or `.duplicate`): say bye when the handshake
     /// completed, then close once it is sent. A refusal (`.refused`) sends its notice instead and
-    /// half-closes, so that the peer can read why.
+    /// half-closes, so that the peer can read why; so does `.failed`, which the layer above uses
+    /// for a peer it found in breach of a feature's rules or limits.
     mutating func closeRequested(_ reason: CloseReason) -> Action {
         guard !isEnding else { return .none }
         if case let .refused(_, notice) = reason {
-            state = .closing(remote: remoteHello, delivering: false)
+            state = .closing(delivering: false)
             let frame = notice.map { ControlFrame.error(reason: $0, replyTo: nil) }
             return .close(sending: frame, mode: frame == nil ? .close : .halfClose, reason: reason)
         }
-        if case let .open(remote) = state {
+        if case let .failed(failure) = reason {
+            // The layer above found the peer in breach of the protocol or of one of its limits.
+            return fail(failure)
+        }
+        if case .open = state {
             let duplicate = reason == .duplicate
-            state = .closing(remote: remote, delivering: duplicate)
+            state = .closing(delivering: duplicate)
             return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: duplicate ? .awaitPeer : .close, reason: reason)
         }
-        state = .closing(remote: nil, delivering: false)
+        state = .closing(delivering: false)
         return .close(sending: nil, mode: .close, reason: reason)
     }
 
@@ -332,7 +339,7 @@ struct ConnectionStateMachine {
         case .closing, .closed:
             return .none
         case .idle, .handshaking, .open:
-            state = .closing(remote: remoteHello, delivering: false)
+            state = .closing(delivering: false)
             return .close(sending: nil, mode: .close, reason: .transportError(description))
         }
     }
@@ -342,8 +349,8 @@ struct ConnectionStateMachine {
     private mutating func receiveHello(_ envelope: Envelope) -> Action {
         guard envelope.type == EnvelopeType.hello else {
             if envelope.type == EnvelopeType.error {
-                let payload = try? JSONDecoder().decode(ErrorPayload.self, from: envelope.payload)
-                state = .closing(remote: nil, delivering: false)
+                let payload = try? envelope.decodePayload(ErrorPayload.self)
+                state = .closing(delivering: false)
                 let reason = payload.map { LogSafe.text($0.reason) } ?? "no reason given"
                 return .close(sending: nil, mode: .close, reason: .failed(.handshake("the peer refused the connection: \(reason)")))
             }
@@ -351,7 +358,7 @@ struct ConnectionStateMachine {
         }
         let hello: Hello
         do {
-            hello = try JSONDecoder().decode(Hello.self, from: envelope.payload)
+            hello = try envelope.decodePayload(Hello.self)
         } catch {
             return fail(.handshake("the peerkit.hello payload lacks protocol, peerID, name or serviceType"))
         }
@@ -379,10 +386,18 @@ struct ConnectionStateMachine {
                 return fail(.handshake("the peer's discoveryInfo entry \"\(LogSafe.text(key, maximumBytes: 64))\" is longer than the 255 bytes of a TXT string"))
             }
         }
+        if let features = hello.features {
+            guard features.count <= Self.maximumFeatureCount else {
+                return fail(.handshake("the peer's hello lists \(features.count) features, over the limit of \(Self.maximumFeatureCount)"))
+            }
+            for feature in features where feature.utf8.count > Self.maximumFeatureNameLength {
+                return fail(.handshake("the peer's hello lists a feature name of \(feature.utf8.count) bytes, over the limit of \(Self.maximumFeatureNameLength)"))
+            }
+        }
         guard hello.peerID != local.peerID else {
             return fail(.handshake("the connection leads back to this peer itself"))
         }
-        state = .open(remote: hello)
+        state = .open
         return .established(hello)
     }
 
@@ -406,11 +421,11 @@ struct ConnectionStateMachine {
     /// Fails the connection: a `peerkit.error` saying why goes out (unless the peer is silent or
     /// not reading, when nothing would reach it), then the output is shut so the peer can read it.
     private mutating func fail(_ failure: Failure) -> Action {
-        state = .closing(remote: remoteHello, delivering: false)
+        state = .closing(delivering: false)
         switch failure {
         case .timedOut, .tooSlow:
             return .close(sending: nil, mode: .close, reason: .failed(failure))
-        case .handshake, .malformed, .frameTooLarge:
+        case .handshake, .malformed, .frameTooLarge, .limitExceeded:
             let sentence = "Closing the connection: " + failure.reason + "."
             return .close(sending: .error(reason: sentence, replyTo: nil), mode: .halfClose, reason: .failed(failure))
         }
@@ -421,7 +436,7 @@ extension ConnectionStateMachine.Failure {
     /// The reason as a sentence fragment, sent to the peer in `peerkit.error`.
     var reason: String {
         switch self {
-        case let .handshake(reason), let .malformed(reason):
+        case let .handshake(reason), let .malformed(reason), let .limitExceeded(reason):
             return reason
         case let .frameTooLarge(length, limit):
             return "a frame of \(length) bytes exceeds the \(limit)-byte limit"
@@ -447,6 +462,8 @@ extension ConnectionStateMachine.CloseReason {
             case let .timedOut(silence): return .peerTimedOut(peer: peer, silence: .nanoseconds(silence.nanoseconds))
             case let .tooSlow(queued, limit, grace):
                 return .peerTooSlow(peer: peer, queuedBytes: queued, limit: limit, grace: .nanoseconds(grace.nanoseconds))
+            case let .limitExceeded(reason):
+                return .peerExceededLimit(peer: peer, reason: reason)
             }
         case let .peerFailed(reason):
             return .remoteError(reason: reason, peer: peer)

@@ -9,64 +9,36 @@ extension ConnectionStateMachine.ControlFrame {
         }
     }
 
-    /// The frame's bytes, length field included. Payload keys are written in a fixed order
-    /// (the one `Documentation/Protocol.md` shows), discovery info sorted by key.
+    /// The frame's bytes, length field included.
+    ///
+    /// Payloads are encoded by PeerKit's JSON codec (``PayloadEncoder``), the one that encodes
+    /// application messages; the envelope around them by ``EnvelopeEncoder``. Received control
+    /// frames are decoded by the same codec (``Envelope/decodePayload(_:syntaxChecked:)``).
     func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        var payload = allocator.buffer(capacity: 128)
-        let type: String
-        var id: String?
-        var replyTo: String?
         switch self {
         case let .hello(hello):
-            type = EnvelopeType.hello
-            payload.writeStaticString("{\"protocol\":")
-            payload.writeString(String(hello.protocol))
-            payload.writeStaticString(",\"peerID\":")
-            EnvelopeEncoder.writeJSONString(hello.peerID, into: &payload)
-            payload.writeStaticString(",\"name\":")
-            EnvelopeEncoder.writeJSONString(hello.name, into: &payload)
-            payload.writeStaticString(",\"serviceType\":")
-            EnvelopeEncoder.writeJSONString(hello.serviceType, into: &payload)
-            if let info = hello.discoveryInfo, !info.isEmpty {
-                payload.writeStaticString(",\"discoveryInfo\":{")
-                for (index, key) in info.keys.sorted().enumerated() {
-                    if index > 0 { payload.writeStaticString(",") }
-                    EnvelopeEncoder.writeJSONString(key, into: &payload)
-                    payload.writeStaticString(":")
-                    EnvelopeEncoder.writeJSONString(info[key] ?? "", into: &payload)
-                }
-                payload.writeStaticString("}")
-            }
-            payload.writeStaticString("}")
+            return Self.frame(type: EnvelopeType.hello, payload: hello, allocator: allocator)
         case let .ping(pingID):
-            type = EnvelopeType.ping
-            id = pingID
-            payload.writeStaticString("{}")
+            return EnvelopeEncoder.frame(type: EnvelopeType.ping, id: pingID, payload: Self.emptyObject, allocator: allocator)
         case let .pong(answered):
-            type = EnvelopeType.pong
-            replyTo = answered
-            payload.writeStaticString("{}")
+            return EnvelopeEncoder.frame(type: EnvelopeType.pong, replyTo: answered, payload: Self.emptyObject, allocator: allocator)
         case let .bye(reason):
-            type = EnvelopeType.bye
-            if let reason {
-                payload.writeStaticString("{\"reason\":")
-                EnvelopeEncoder.writeJSONString(reason, into: &payload)
-                payload.writeStaticString("}")
-            } else {
-                payload.writeStaticString("{}")
-            }
+            return Self.frame(type: EnvelopeType.bye, payload: Bye(reason: reason), allocator: allocator)
         case let .rename(name):
-            type = EnvelopeType.rename
-            payload.writeStaticString("{\"name\":")
-            EnvelopeEncoder.writeJSONString(name, into: &payload)
-            payload.writeStaticString("}")
+            return Self.frame(type: EnvelopeType.rename, payload: Rename(name: name), allocator: allocator)
         case let .error(reason, answered):
-            type = EnvelopeType.error
-            replyTo = answered
-            payload.writeStaticString("{\"reason\":")
-            EnvelopeEncoder.writeJSONString(reason, into: &payload)
-            payload.writeStaticString("}")
+            return Self.frame(type: EnvelopeType.error, replyTo: answered, payload: ErrorPayload(reason: reason), allocator: allocator)
         }
-        return EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, payload: payload.readableBytesView, allocator: allocator)
+    }
+
+    private static let emptyObject: [UInt8] = Array("{}".utf8)
+
+    /// A control frame whose payload is `payload`. Control payloads hold only strings, integers
+    /// and arrays or objects of strings, which ``PayloadEncoder`` cannot fail to encode (it
+    /// throws only for non-finite numbers and for what an `encode(to:)` of its own throws); the
+    /// empty payload stands in should that ever change, rather than a crash.
+    private static func frame(type: String, replyTo: String? = nil, payload: some Encodable, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let json = (try? PayloadEncoder.encode(payload, allocator: allocator)) ?? ByteBuffer(bytes: emptyObject)
+        return EnvelopeEncoder.frame(type: type, replyTo: replyTo, payload: json.readableBytesView, allocator: allocator)
     }
 }

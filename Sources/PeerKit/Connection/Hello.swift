@@ -1,25 +1,73 @@
 /// The payload of `peerkit.hello`, the first frame each side sends on a new connection.
 ///
-///     {"protocol":1,"peerID":"5F0C…","name":"Kitchen","serviceType":"listrctl","discoveryInfo":{"role":"store"}}
+///     {"protocol":1,"peerID":"5F0C…","name":"Kitchen","serviceType":"listrctl","discoveryInfo":{"role":"store"},"features":["groups"]}
 ///
-/// Unknown keys are ignored, so later versions can add fields (such as an authentication
-/// challenge) without breaking version 1 peers.
+/// Unknown keys are ignored, so later versions can add fields without breaking version 1 peers.
+/// New wire features are negotiated rather than versioned: `features` lists the optional parts of
+/// the protocol the sender speaks (absent means none), and a peer sends a feature's frames only to
+/// peers that list it.
 struct Hello: Codable, Sendable, Hashable {
     /// The wire-protocol version this implementation speaks.
     static let currentProtocol = 1
+
+    /// The optional protocol features this implementation speaks, sent in every hello.
+    static let supportedFeatures: [String] = [Feature.groups]
+
+    /// Names of the optional protocol features (lowercase, as on the wire).
+    enum Feature {
+        /// Named groups: `peerkit.groups` frames and the envelope's `group` key.
+        static let groups = "groups"
+    }
 
     var `protocol`: Int
     var peerID: String
     var name: String
     var serviceType: String
     var discoveryInfo: [String: String]?
+    /// The optional features the sender speaks; nil (absent) means none.
+    var features: [String]?
 
-    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?) {
+    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?, features: [String]? = nil) {
         self.protocol = Hello.currentProtocol
         self.peerID = peerID
         self.name = name
         self.serviceType = serviceType
         self.discoveryInfo = discoveryInfo
+        self.features = features
+    }
+
+    /// Whether the sender listed `feature`.
+    func supports(_ feature: String) -> Bool {
+        features?.contains(feature) ?? false
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case `protocol`, peerID, name, serviceType, discoveryInfo, features
+    }
+
+    /// A member name of `discoveryInfo`.
+    private struct InfoKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Writes the keys in the order `Documentation/Protocol.md` shows, `discoveryInfo` sorted by
+    /// key, and leaves out what is absent (nil), so that a decoded hello encodes to what it was.
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(self.protocol, forKey: .protocol)
+        try container.encode(peerID, forKey: .peerID)
+        try container.encode(name, forKey: .name)
+        try container.encode(serviceType, forKey: .serviceType)
+        if let discoveryInfo {
+            var info = container.nestedContainer(keyedBy: InfoKey.self, forKey: .discoveryInfo)
+            for key in discoveryInfo.keys.sorted() {
+                try info.encode(discoveryInfo[key] ?? "", forKey: InfoKey(stringValue: key))
+            }
+        }
+        try container.encodeIfPresent(features, forKey: .features)
     }
 }
 
@@ -41,3 +89,6 @@ struct ErrorPayload: Codable, Sendable, Hashable {
 struct Rename: Codable, Sendable, Hashable {
     var name: String
 }
+
+/// The empty payload `{}` of `peerkit.ping` and `peerkit.pong`.
+struct EmptyPayload: Codable, Sendable, Hashable {}

@@ -36,7 +36,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Asks the connection's handler to do something on its event loop
     /// (sent with `triggerUserOutboundEvent`).
     enum Request: Sendable {
-        /// Close for this reason (``ConnectionStateMachine/CloseReason/stopped`` or `.duplicate`).
+        /// Close for this reason (``ConnectionStateMachine/CloseReason/stopped``, `.duplicate`,
+        /// `.refused`, or `.failed` for a peer the layer above found misbehaving).
         case close(ConnectionStateMachine.CloseReason)
         /// The inbound backlog is handled: read again.
         case resumeReading
@@ -47,8 +48,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var queuedBytes = 0
         var urgent: [ByteBuffer] = []
         var drainScheduled = false
+        /// The peer's hello: the one place it is kept.
         var remote: Hello?
-        var peer: Peer?
         var closed = false
         /// Why the connection ended, once it did.
         var closeError: PeerKitError?
@@ -70,8 +71,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// The peer's hello, once the handshake completed.
     var remote: Hello? { state.withLockedValue { $0.remote } }
 
-    /// The peer at the other end, once the handshake completed.
-    var peer: Peer? { state.withLockedValue { $0.peer } }
+    /// The peer at the other end, once the handshake completed (made from its hello).
+    var peer: Peer? {
+        state.withLockedValue { $0.remote }.map { hello in
+            Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true)
+        }
+    }
 
     /// Bytes waiting in the outbox.
     var queuedOutboundBytes: Int { state.withLockedValue { $0.queuedBytes } }
@@ -79,12 +84,22 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Whether reading is paused because this peer's messages wait for their handlers.
     var isReadingPaused: Bool { state.withLockedValue { $0.readingPaused } }
 
+    /// Records the peer's hello once the handshake completed.
     func setRemote(_ hello: Hello) {
-        let peer = Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true)
-        state.withLockedValue {
-            $0.remote = hello
-            $0.peer = peer
+        state.withLockedValue { $0.remote = hello }
+    }
+
+    /// Records the peer's new name; returns its hello as it now is (nil before the handshake).
+    func rename(to name: String) -> Hello? {
+        state.withLockedValue { state in
+            state.remote?.name = name
+            return state.remote
         }
+    }
+
+    /// Whether the peer's hello listed the optional protocol `feature`.
+    func supports(_ feature: String) -> Bool {
+        remote?.supports(feature) ?? false
     }
 
     var description: String {

@@ -177,11 +177,12 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             frameLimit.current = stateMachine.configuration.maximumFrameLength
             connection.setRemote(hello)
             delegate.connectionEstablished(connection, remote: hello)
-        case let .renamed(hello):
-            connection.setRemote(hello)
-            delegate.connectionRenamed(connection, remote: hello)
+        case let .renamed(name):
+            if let hello = connection.rename(to: name) {
+                delegate.connectionRenamed(connection, remote: hello)
+            }
         case let .deliver(envelope):
-            if envelope.replyTo == nil {
+            if envelope.replyTo == nil, !envelope.isControl {
                 // Counted until its handler ran; over the limit, reads are held back.
                 _ = connection.inboundAccepted(Self.cost(of: envelope))
             }

@@ -11,6 +11,12 @@ public enum PeerEvent: Sendable, Hashable {
     case peerConnected(Peer)
     /// The connection to a peer ended; `reason` says why when it did not end gracefully.
     case peerDisconnected(Peer, reason: PeerKitError?)
+    /// A connected peer joined `group` (or was in it when it connected). Only peers whose hello
+    /// lists the `groups` feature are ever members.
+    case peerJoinedGroup(Peer, group: String)
+    /// A peer left `group`, or disconnected while in it (then before its
+    /// ``peerDisconnected(_:reason:)``).
+    case peerLeftGroup(Peer, group: String)
     /// The list of available peers changed.
     case availablePeersChanged([Peer])
     /// Discovery has reported every peer it already knew of when the transceiver started

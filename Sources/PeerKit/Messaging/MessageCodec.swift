@@ -9,9 +9,9 @@ struct EncodedMessage: Sendable {
     /// The payload's JSON text.
     var payload: ByteBuffer
 
-    /// The frame carrying this message.
-    func frame(id: String? = nil, replyTo: String? = nil) -> ByteBuffer {
-        EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, payload: payload.readableBytesView)
+    /// The frame carrying this message; `group` names the group it is sent to (feature `groups`).
+    func frame(id: String? = nil, replyTo: String? = nil, group: String? = nil) -> ByteBuffer {
+        EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, group: group, payload: payload.readableBytesView)
     }
 }
 
@@ -28,6 +28,14 @@ enum MessageCodec {
         } catch {
             throw PeerKitError.encodingFailed(type: type, reason: "\(error)")
         }
+    }
+
+    /// Encodes the payload of a control frame of the protocol's own `type` (`peerkit.…`).
+    /// Control payloads hold strings, integers and arrays of them, which ``PayloadEncoder``
+    /// cannot fail to encode; an empty object stands in should that change, rather than a crash.
+    static func encodeControl<T: Encodable>(type: String, _ value: T) -> EncodedMessage {
+        let payload = (try? PayloadEncoder.encode(value)) ?? ByteBuffer(string: "{}")
+        return EncodedMessage(type: type, payload: payload)
     }
 
     /// Decodes a payload as `T` (with ``PayloadDecoder``, which reads the bytes in place).

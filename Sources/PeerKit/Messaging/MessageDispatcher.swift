@@ -14,7 +14,7 @@ import NIOCore
 /// their order. Each message handled is credited back to its connection
 /// (``PeerConnection/inboundHandled(_:)``), which resumes reading from a connection that was
 /// paused for being too far ahead.
-final class MessageDispatcher: Sendable {
+final class MessageDispatcher: InboundMessageSink {
     private struct Inbound: Sendable {
         var envelope: Envelope
         var sender: Peer
@@ -57,13 +57,15 @@ final class MessageDispatcher: Sendable {
 
     private let registry: MessageRegistry
     private let pending: PendingRequests
+    private let groups: GroupDirectory
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
 
-    init(registry: MessageRegistry, pending: PendingRequests, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
+    init(registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
         self.registry = registry
         self.pending = pending
+        self.groups = groups
         self.logger = logger
         self.reportError = reportError
     }
@@ -129,6 +131,14 @@ final class MessageDispatcher: Sendable {
 
     private func handle(_ message: Inbound) async {
         let envelope = message.envelope
+        if let group = envelope.group, !groups.isMember(group) {
+            // Sent to a group this side has left (the sender had not heard yet): not delivered.
+            logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) message from \(message.sender) to group \"\(LogSafe.text(group, maximumBytes: 80))\", which this transceiver is not in.")
+            if let id = envelope.id {
+                replyWithError("This peer is not in group \"\(LogSafe.text(group, maximumBytes: 80))\".", to: id, on: message.connection)
+            }
+            return
+        }
         guard let handler = registry.handler(for: envelope.type) else {
             let error = PeerKitError.noHandler(type: envelope.type)
             if let id = envelope.id {

@@ -83,6 +83,14 @@ public struct PeerConfiguration: Sendable {
     /// The back-off between attempts to reach a peer that cannot be reached: 0.5 s, doubling
     /// up to 30 s, with jitter. A new advertisement of the peer resets it.
     public var reconnectBackoff: Backoff
+    /// The longest group name, in UTF-8 bytes. Defaults to 128: room for any readable name, and
+    /// with ``maximumGroupsPerPeer`` it bounds what a peer's membership costs us (64 × 128 bytes,
+    /// 8 KiB per peer). A name over it is refused by ``PeerTransceiver/join(_:)``, and a peer that
+    /// announces one is disconnected. Give every peer of a service type the same limits.
+    public var maximumGroupNameLength: Int
+    /// How many groups one peer may be in. Defaults to 64. ``PeerTransceiver/join(_:)`` refuses a
+    /// group over it, and a peer that announces more is disconnected with a sentence in the log.
+    public var maximumGroupsPerPeer: Int
     /// How connections are protected: ``PeerSecurity/none`` (plaintext, the default) or
     /// ``PeerSecurity/preSharedKey(_:)``. One line turns on TLS:
     /// `configuration.security = .preSharedKey(try PeerKey(contentsOfFile: path))`.
@@ -118,6 +126,8 @@ public struct PeerConfiguration: Sendable {
         self.handshakeTimeout = .seconds(5)
         self.connectTimeout = .seconds(1)
         self.reconnectBackoff = Backoff()
+        self.maximumGroupNameLength = 128
+        self.maximumGroupsPerPeer = 64
         self.security = .none
         self.admission = nil
         self.logger = Logger(label: "PeerKit")
@@ -146,6 +156,7 @@ public struct PeerConfiguration: Sendable {
             ("maximumFrameLength", maximumFrameLength), ("maximumHandshakeFrameLength", maximumHandshakeFrameLength),
             ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
             ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
+            ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),
         ]
         for (name, value) in limits where value <= 0 {
             throw PeerKitError.invalidConfiguration(property: name, reason: "it is \(value), and it must be at least 1")

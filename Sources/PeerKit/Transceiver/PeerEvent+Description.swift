@@ -17,6 +17,10 @@ extension PeerEvent: CustomStringConvertible {
             return "disconnected from \(peer)"
         case let .peerDisconnected(peer, reason: reason?):
             return "disconnected from \(peer): \(reason)"
+        case let .peerJoinedGroup(peer, group):
+            return "\(peer) joined group \"\(LogSafe.text(group, maximumBytes: 80))\""
+        case let .peerLeftGroup(peer, group):
+            return "\(peer) left group \"\(LogSafe.text(group, maximumBytes: 80))\""
         case let .availablePeersChanged(peers) where peers.isEmpty:
             return "no peers available"
         case let .availablePeersChanged(peers):

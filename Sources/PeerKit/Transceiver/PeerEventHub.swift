@@ -61,7 +61,7 @@ final class PeerEventHub: Sendable {
             case let .peerConnected(peer): current.peerConnected(peer)
             case let .peerDisconnected(peer, _): current.peerDisconnected(peer)
             case let .availablePeersChanged(peers): current.availablePeersDidChange(peers)
-            case .started, .stopped, .error, .knownPeersListed: break
+            case .started, .stopped, .error, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup: break
             }
         }
     }

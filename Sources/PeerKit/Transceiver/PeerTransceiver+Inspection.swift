@@ -59,7 +59,7 @@ extension PeerTransceiver {
         return RawPeerMessage(type: reply.type, json: String(buffer: reply.payload))
     }
 
-    private static func encode(_ message: RawPeerMessage) throws(PeerKitError) -> EncodedMessage {
+    static func encode(_ message: RawPeerMessage) throws(PeerKitError) -> EncodedMessage {
         guard !message.type.isEmpty else {
             throw .encodingFailed(type: message.type, reason: "the wire key is empty")
         }

@@ -31,7 +31,7 @@ extension PeerTransceiver {
     /// part of a request that does not depend on the reply's type.
     /// - Throws: ``PeerKitError/remoteError(reason:peer:)`` when the answer is an error, and the
     ///   other errors ``request(_:to:expecting:timeout:)`` lists.
-    func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration) async throws -> Envelope {
+    func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
         let session = try runningSession()
         guard let connection = session.manager.connection(to: peer.id) else {
             throw PeerKitError.peerNotConnected(peer: peer.name)
@@ -51,7 +51,7 @@ extension PeerTransceiver {
                     pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
                 }
                 pending.setTimeout(id: id, timer)
-                connection.send(message.frame(id: id))
+                connection.send(message.frame(id: id, group: group))
             }
         } onCancel: {
             pending.fail(id: id, with: CancellationError())

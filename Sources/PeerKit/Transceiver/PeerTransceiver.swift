@@ -41,6 +41,8 @@ public final class PeerTransceiver: Service, Sendable {
     let registry = MessageRegistry()
     let pending = PendingRequests()
     let hub = PeerEventHub()
+    /// Group membership: ours (kept across restarts) and that of connected peers.
+    let groupDirectory: GroupDirectory
     private let requestCounter = Atomic<UInt64>(0)
     private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
 
@@ -64,6 +66,10 @@ public final class PeerTransceiver: Service, Sendable {
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
         self.peerID = UUID().uuidString
+        self.groupDirectory = GroupDirectory(limits: .init(
+            maximumGroupNameLength: configuration.maximumGroupNameLength,
+            maximumGroupsPerPeer: configuration.maximumGroupsPerPeer
+        ))
     }
 
     deinit {
@@ -166,7 +172,7 @@ public final class PeerTransceiver: Service, Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         return lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>)? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, groups: groupDirectory, hub: hub)
             lifecycle = .starting(session)
             // Under the lock, so that the closures see every event of this run and no other.
             return (session, hub.beginCallbacks())

@@ -3,13 +3,16 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// One run of a transceiver, from ``PeerTransceiver/start()`` to ``PeerTransceiver/stop()``:
-/// the connection manager, the discovery backend and the dispatcher, wired together.
+/// the connection manager, the discovery backend and the dispatcher, wired together. Messages go
+/// from the connection manager straight to the dispatcher; the session takes the manager's
+/// events (peer events, connections established, feature control frames), in order.
 final class TransceiverSession: ConnectionManagerDelegate {
     let manager: ConnectionManager
     let dispatcher: MessageDispatcher
     private let discovery: (any PeerDiscovery)?
     private let hub: PeerEventHub
     private let pending: PendingRequests
+    private let groups: GroupDirectory
     private let configuration: PeerConfiguration
     private let peerID: String
     private let state = NIOLockedValueBox(State())
@@ -25,16 +28,18 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var stopWaiter: CheckedContinuation<[EventLoopFuture<Void>], Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
+    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
         self.pending = pending
+        self.groups = groups
         let hello = Hello(
             peerID: peerID,
             name: configuration.peerName,
             serviceType: configuration.serviceType,
-            discoveryInfo: configuration.discoveryInfo.isEmpty ? nil : configuration.discoveryInfo
+            discoveryInfo: configuration.discoveryInfo.isEmpty ? nil : configuration.discoveryInfo,
+            features: Hello.supportedFeatures
         )
         manager = ConnectionManager(
             configuration: .init(
@@ -60,7 +65,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
             group: configuration.eventLoopGroup,
             logger: configuration.logger
         )
-        dispatcher = MessageDispatcher(registry: registry, pending: pending, logger: configuration.logger) { error in
+        dispatcher = MessageDispatcher(registry: registry, pending: pending, groups: groups, logger: configuration.logger) { error in
             hub.publish(.error(error))
         }
         switch configuration.discovery {
@@ -112,7 +117,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
 
     /// Listens, then starts discovery. Returns the port (nil when not listening).
     private func start() async throws -> Int? {
-        manager.setDelegate(self)
+        manager.setDelegate(self, messages: dispatcher)
         let port = try await manager.start()
         state.withLockedValue { $0.port = port }
         if let discovery {
@@ -147,7 +152,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
         guard first else { return state.withLockedValue { $0.closing } ?? [] }
         discovery?.stop()
         let closed = manager.stop()
-        manager.setDelegate(nil)
+        manager.setDelegate(nil, messages: nil)
+        groups.sessionStopped()
         dispatcher.finish()
         let waiter = state.withLockedValue { state -> CheckedContinuation<[EventLoopFuture<Void>], Never>? in
             state.closing = closed
@@ -172,15 +178,27 @@ final class TransceiverSession: ConnectionManagerDelegate {
 
     // MARK: ConnectionManagerDelegate
 
-    func emit(_ event: PeerEvent) {
-        if case let .peerDisconnected(peer, reason) = event {
-            // Requests waiting on the peer fail with the reason its connection ended.
-            pending.failAll(peerID: peer.id, with: reason ?? PeerKitError.connectionClosed(peer: peer.name))
+    func handle(_ event: ConnectionEvent) {
+        switch event {
+        case let .peer(event):
+            if case let .peerDisconnected(peer, reason) = event {
+                // Requests waiting on the peer fail with the reason its connection ended.
+                pending.failAll(peerID: peer.id, with: reason ?? PeerKitError.connectionClosed(peer: peer.name))
+                // It left its groups, which is said before it disconnected.
+                for left in groups.peerDisconnected(peer) { hub.publish(left) }
+            }
+            hub.publish(event)
+        case let .established(connection):
+            groups.greet(connection)
+        case let .control(envelope, peer, connection):
+            // A peer that did not list the feature takes no part in it: its frames are ignored.
+            guard envelope.type == EnvelopeType.groups, connection.supports(Hello.Feature.groups) else { return }
+            do throws(ConnectionStateMachine.Failure) {
+                for change in try groups.received(envelope, from: peer) { hub.publish(change) }
+            } catch {
+                // Logged with the reason by the connection manager when the connection closes.
+                connection.requestClose(.failed(error))
+            }
         }
-        hub.publish(event)
-    }
-
-    func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection) {
-        dispatcher.enqueue(envelope, from: peer, on: connection)
     }
 }

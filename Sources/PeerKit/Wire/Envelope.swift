@@ -3,7 +3,9 @@ import NIOCore
 /// One decoded frame: the envelope around a message.
 ///
 /// `payload` holds the raw JSON bytes of the `"payload"` value, a slice of the frame (no copy);
-/// it is decoded into a Swift type only by the handler that wants it.
+/// it is decoded into a Swift type only by the code that wants it, through ``decodePayload(_:)``:
+/// application messages and the protocol's own control frames alike go through PeerKit's JSON
+/// codec (``PayloadDecoder``), so there is one decoder and one place where it is called.
 struct Envelope: Sendable, Equatable {
     /// The wire key (`"type"`).
     var type: String
@@ -11,11 +13,28 @@ struct Envelope: Sendable, Equatable {
     var id: String?
     /// The `id` this message answers.
     var replyTo: String?
+    /// The group the message was sent to (feature `groups`); nil for a message sent to peers.
+    var group: String?
     /// The JSON text of the payload value.
     var payload: ByteBuffer
 
+    init(type: String, id: String? = nil, replyTo: String? = nil, group: String? = nil, payload: ByteBuffer) {
+        self.type = type
+        self.id = id
+        self.replyTo = replyTo
+        self.group = group
+        self.payload = payload
+    }
+
     /// Whether the type is reserved for the protocol itself.
     var isControl: Bool { type.hasPrefix(EnvelopeType.reservedPrefix) }
+
+    /// Decodes the payload as a `T` with PeerKit's JSON codec. The payload's syntax is checked
+    /// again unless `syntaxChecked` (true for envelopes out of ``EnvelopeParser``, which checks
+    /// every payload).
+    func decodePayload<T: Decodable>(_ type: T.Type, syntaxChecked: Bool = true) throws -> T {
+        try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked)
+    }
 }
 
 /// The protocol's own message types.
@@ -27,4 +46,10 @@ enum EnvelopeType {
     static let bye = "peerkit.bye"
     static let error = "peerkit.error"
     static let rename = "peerkit.rename"
+    /// Feature `groups`: the sender's group membership (see `Documentation/Protocol.md`).
+    static let groups = "peerkit.groups"
+
+    /// Control types the connection layer does not handle itself but passes up, in order with
+    /// the connection's other events, to the layer that owns the feature.
+    static let passedUp: Set<String> = [groups]
 }

@@ -3,7 +3,7 @@ import NIOCore
 /// Reads an envelope from a frame body without building a JSON tree.
 ///
 /// One pass with ``JSONReader`` checks that the body is a single JSON object, decodes the string
-/// values of `type`, `id` and `replyTo`, and records where the `payload` value starts and ends.
+/// values of `type`, `id`, `replyTo` and `group`, and records where the `payload` value starts and ends.
 /// Nested values are checked and skipped; the payload is decoded later, into the registered type,
 /// by the handler that wants it. Unknown keys are ignored; of repeated keys the first counts. Every
 /// string, read or skipped, must be valid UTF-8. The work is linear in the frame's size.
@@ -15,6 +15,7 @@ enum EnvelopeParser {
         var type: String?
         var id: String?
         var replyTo: String?
+        var group: String?
         var payload: Range<Int>?
     }
 
@@ -38,7 +39,7 @@ enum EnvelopeParser {
               let payload = frame.getSlice(at: frame.readerIndex + range.lowerBound, length: range.count) else {
             throw .malformedEnvelope("the envelope has no \"payload\"")
         }
-        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, payload: payload)
+        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, group: fields.group, payload: payload)
     }
 
     private static func scan(_ reader: JSONReader) throws(JSONSyntaxError) -> Fields {
@@ -69,6 +70,8 @@ enum EnvelopeParser {
                     if fields.id == nil { fields.id = try stringValue("id") }
                 } else if reader.nameMatches(at: nameStart, end: nameEnd, "replyTo") {
                     if fields.replyTo == nil { fields.replyTo = try stringValue("replyTo") }
+                } else if reader.nameMatches(at: nameStart, end: nameEnd, "group") {
+                    if fields.group == nil { fields.group = try stringValue("group") }
                 } else if reader.nameMatches(at: nameStart, end: nameEnd, "payload") {
                     if fields.payload == nil { fields.payload = valueStart..<valueEnd }
                 }

@@ -43,9 +43,9 @@ struct ConnectionStateMachineTests {
     func handshake() throws {
         var machine = machine()
         #expect(machine.activated(now: start) == .send(.hello(local)))
-        #expect(machine.remoteHello == nil)
+        #expect(!machine.isOpen)
         #expect(machine.frameReceived(try helloEnvelope(remote), now: start) == .established(remote))
-        #expect(machine.remoteHello == remote)
+        #expect(machine.isOpen)
     }
 
     @Test("a first frame that is not a hello fails the handshake")
@@ -256,6 +256,8 @@ struct ConnectionStateMachineTests {
         (#"{"protocol":1,"peerID":"B","name":"","serviceType":"chat"}"#, "the peer's name is empty"),
         (#"{"protocol":1,"peerID":"\#(String(repeating: "i", count: 65))","name":"b","serviceType":"chat"}"#, "the peer's peerID is 65 bytes long, over the limit of 64"),
         (#"{"protocol":1,"peerID":"B","name":"b","serviceType":"chat","discoveryInfo":{"k":"\#(String(repeating: "v", count: 300))"}}"#, "the peer's discoveryInfo entry \"k\" is longer than the 255 bytes of a TXT string"),
+        (#"{"protocol":1,"peerID":"B","name":"b","serviceType":"chat","features":[\#((0..<33).map { "\"f\($0)\"" }.joined(separator: ","))]}"#, "the peer's hello lists 33 features, over the limit of 32"),
+        (#"{"protocol":1,"peerID":"B","name":"b","serviceType":"chat","features":["\#(String(repeating: "f", count: 65))"]}"#, "the peer's hello lists a feature name of 65 bytes, over the limit of 64"),
     ])
     func untrustedHello(payload: String, reason: String) throws {
         var machine = machine()
@@ -267,10 +269,8 @@ struct ConnectionStateMachineTests {
     @Test("a rename updates the peer's name; an oversized one is refused")
     func rename() throws {
         var machine = try established()
-        var renamed = remote
-        renamed.name = "beta #2"
-        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.rename","payload":{"name":"beta #2"}}"#), now: start) == .renamed(renamed))
-        #expect(machine.remoteHello?.name == "beta #2")
+        #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.rename","payload":{"name":"beta #2"}}"#), now: start) == .renamed(name: "beta #2"))
+        #expect(machine.isOpen)
         let long = String(repeating: "x", count: 64)
         #expect(machine.frameReceived(try envelope(#"{"type":"peerkit.rename","payload":{"name":"\#(long)"}}"#), now: start)
             == failed(.handshake("the peer's new name is 64 bytes long, over the 63 bytes of a DNS-SD instance name")))
@@ -350,5 +350,76 @@ extension BackoffTests {
             attempts += 1
         }
         #expect(attempts <= 5)
+    }
+}
+
+@Suite("Connection state machine: features and control frames")
+struct ConnectionFeatureTests {
+    typealias Machine = ConnectionStateMachine
+    let base = ConnectionStateMachineTests()
+
+    @Test("a hello's features survive the round trip through PeerKit's codec; an old hello has none")
+    func helloFeatures() throws {
+        var machine = base.machine()
+        _ = machine.activated(now: base.start)
+        var modern = base.remote
+        modern.features = ["groups", "resources"]
+        #expect(machine.frameReceived(try base.helloEnvelope(modern), now: base.start) == .established(modern))
+
+        var old = base.machine()
+        _ = old.activated(now: base.start)
+        let action = old.frameReceived(try base.envelope(#"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"B","name":"beta","serviceType":"chat"}}"#), now: base.start)
+        guard case let .established(hello) = action else {
+            Issue.record("an old hello was not accepted: \(action)")
+            return
+        }
+        #expect(hello.features == nil)
+        #expect(!hello.supports("groups"))
+    }
+
+    @Test("the hello is written in the documented key order, discovery info sorted, features last")
+    func helloBytes() {
+        let hello = Hello(peerID: "P", name: "n", serviceType: "chat", discoveryInfo: ["z": "1", "a": "2"], features: ["groups"])
+        var frame = Machine.ControlFrame.hello(hello).encode()
+        _ = frame.readInteger(as: UInt32.self)
+        #expect(String(buffer: frame) == #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"P","name":"n","serviceType":"chat","discoveryInfo":{"a":"2","z":"1"},"features":["groups"]}}"#)
+    }
+
+    @Test("every control frame decodes back to what was encoded, with one codec")
+    func controlRoundTrip() throws {
+        func body(_ frame: Machine.ControlFrame) throws -> Envelope {
+            var bytes = frame.encode()
+            _ = bytes.readInteger(as: UInt32.self)
+            return try EnvelopeParser.parse(bytes)
+        }
+        #expect(try body(.bye(reason: "duplicate connection")).decodePayload(Bye.self) == Bye(reason: "duplicate connection"))
+        #expect(try body(.bye(reason: nil)).decodePayload(Bye.self) == Bye(reason: nil))
+        let error = try body(.error(reason: "No \"handler\"\n", replyTo: "7"))
+        #expect(error.replyTo == "7")
+        #expect(try error.decodePayload(ErrorPayload.self) == ErrorPayload(reason: "No \"handler\"\n"))
+        #expect(try body(.rename(name: "Küche #2")).decodePayload(Rename.self) == Rename(name: "Küche #2"))
+        let ping = try body(.ping(id: "ping-3"))
+        #expect(ping.id == "ping-3" && String(buffer: ping.payload) == "{}")
+    }
+
+    @Test("a feature's control frame is passed up while open and while a retired duplicate delivers; unknown ones are ignored")
+    func passedUp() throws {
+        var machine = try base.established()
+        let groups = try base.envelope(#"{"type":"peerkit.groups","payload":{"version":1,"groups":["a"]}}"#)
+        #expect(machine.frameReceived(groups, now: base.start) == .deliver(groups))
+        #expect(machine.frameReceived(try base.envelope(#"{"type":"peerkit.future","payload":{}}"#), now: base.start) == .none)
+        _ = machine.closeRequested(.duplicate)
+        #expect(machine.frameReceived(groups, now: base.start) == .deliver(groups))
+        #expect(machine.frameReceived(try base.envelope(#"{"type":"peerkit.ping","id":"x","payload":{}}"#), now: base.start) == .none)
+    }
+
+    @Test("a failure found above the connection layer closes it with peerkit.error, once")
+    func failureFromAbove() throws {
+        var machine = try base.established()
+        let failure = Machine.Failure.limitExceeded("its peerkit.groups lists 65 groups, over the limit of 64")
+        #expect(machine.closeRequested(.failed(failure)) == base.failed(failure))
+        #expect(machine.isEnding)
+        #expect(machine.closeRequested(.failed(failure)) == .none)
+        #expect(Machine.CloseReason.failed(failure).error(peer: "peer \"b\"") == .peerExceededLimit(peer: "peer \"b\"", reason: failure.reason))
     }
 }

@@ -25,7 +25,7 @@ struct MessageDispatcherTests {
                 return nil
             })
         }
-        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), logger: Logger(label: "test")) { _ in }
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)), logger: Logger(label: "test")) { _ in }
         let flooder = connection(), asker = connection()
         let a = Peer(id: "A", name: "a", isConnected: true), b = Peer(id: "B", name: "b", isConnected: true)
         for n in 0..<1000 { dispatcher.enqueue(envelope("Flood", n), from: a, on: flooder) }
@@ -45,7 +45,7 @@ struct MessageDispatcherTests {
     func credit() async {
         let registry = MessageRegistry()
         registry.register("Flood", .init { _, _ in nil })
-        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), logger: Logger(label: "test")) { _ in }
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)), logger: Logger(label: "test")) { _ in }
         let flooder = connection()
         let a = Peer(id: "A", name: "a", isConnected: true)
         for n in 0..<100 {

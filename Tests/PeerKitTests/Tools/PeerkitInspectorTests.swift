@@ -93,6 +93,27 @@ struct PeerkitInspectorTests {
         #expect(shout?.text == "hi")
     }
 
+    @Test("peerkit send --group delivers to the group's members once one is known, and reports them")
+    func sendToGroup() async throws {
+        let serviceType = randomServiceType()
+        let member = try await responder(serviceType, name: "member")
+        defer { member.stop() }
+        try member.join("kitchen")
+        let (shouts, continuation) = AsyncStream.makeStream(of: Shout.self)
+        member.receive(Shout.self) { continuation.yield($0) }
+        let result = try await ToolRun.run("peerkit", ["send", serviceType, "test.Shout", #"{"text":"to the kitchen"}"#, "--group", "kitchen", "--static", try endpoint(of: member).description, "--listen-host", "127.0.0.1", "--json", "--timeout", "20"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let line = try #require(ToolRun.jsonLines(result.standardOutput).first, "\(result.standardOutput)")
+        #expect(line["group"] as? String == "kitchen")
+        #expect(line["to"] as? [String] == ["member"])
+        let shout = try await within(20, "the group message") { await shouts.first { _ in true } }
+        #expect(shout?.text == "to the kitchen")
+
+        let nobody = try await ToolRun.run("peerkit", ["send", serviceType, "test.Shout", "{}", "--group", "attic", "--static", try endpoint(of: member).description, "--listen-host", "127.0.0.1", "--timeout", "1"])
+        #expect(nobody.status == 69)
+        #expect(nobody.standardError.contains("in group \"attic\" was found within 1 s"), "\(nobody.standardError)")
+    }
+
     @Test("peerkit ping reports one answer per probe and the statistics")
     func ping() async throws {
         let serviceType = randomServiceType()

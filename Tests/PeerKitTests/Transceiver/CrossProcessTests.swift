@@ -124,4 +124,44 @@ struct CrossProcessTests {
         node.process.waitUntilExit()
         #expect(node.process.terminationStatus == 0)
     }
+
+    @Test("groups work across processes: membership both ways, a shout reaches members only, leave stops it")
+    func groups() async throws {
+        let serviceType = randomServiceType()
+        let local = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "test-process"))
+        try local.join("here")
+        try await local.start()
+        defer { local.stop() }
+        let events = local.events()
+        let inbox = Inbox<String>()
+        local.receive(NodeMessage.self) { message, _ in inbox.put(message.text) }
+
+        let node = try NodeProcess(arguments: [serviceType, "--name", "node", "--listen-host", "127.0.0.1", "--static", try endpoint(of: local).description])
+        defer { node.terminate() }
+        // The node learns our group right after the handshake.
+        _ = try await node.next("peerJoinedGroup", ["peer.name": "test-process", "group": "here"])
+        node.command("join there")
+        _ = try await nextEvent(events, "the node to join there") {
+            if case let .peerJoinedGroup(peer, group) = $0 { return peer.name == "node" && group == "there" } else { return false }
+        }
+        #expect(local.peers(inGroup: "there").map(\.name) == ["node"])
+        try await local.send(NodeMessage(text: "to there"), toGroup: "there")
+        #expect(try await node.next("message")["text"] as? String == "to there")
+
+        // A shout to a group we are in arrives; one to a group we are not in does not.
+        node.command("shout elsewhere not for us")
+        _ = try await node.next("shouted", ["group": "elsewhere"])
+        node.command("shout here for us")
+        _ = try await node.next("shouted", ["group": "here"])
+        #expect(try await inbox.take(1) == ["for us"])
+
+        node.command("leave there")
+        _ = try await nextEvent(events, "the node to leave there") {
+            if case let .peerLeftGroup(peer, group) = $0 { return peer.name == "node" && group == "there" } else { return false }
+        }
+        #expect(try await local.send(NodeMessage(text: "gone"), toGroup: "there").isEmpty)
+        node.command("quit")
+        node.process.waitUntilExit()
+        #expect(node.process.terminationStatus == 0)
+    }
 }

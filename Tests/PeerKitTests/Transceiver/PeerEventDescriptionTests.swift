@@ -12,6 +12,8 @@ struct PeerEventDescriptionTests {
         (PeerEvent.peerDisconnected(Peer(id: "4F1C", name: "Kitchen", isConnected: false), reason: nil), "disconnected from peer \"Kitchen\" (4F1C)"),
         (PeerEvent.availablePeersChanged([]), "no peers available"),
         (PeerEvent.stopped, "stopped"),
+        (PeerEvent.peerJoinedGroup(Peer(id: "4F1C", name: "Kitchen", isConnected: true), group: "lights"), "peer \"Kitchen\" (4F1C) joined group \"lights\""),
+        (PeerEvent.peerLeftGroup(Peer(id: "4F1C", name: "Kitchen", isConnected: true), group: "a\nb"), "peer \"Kitchen\" (4F1C) left group \"a\\nb\""),
     ])
     func sentences(event: PeerEvent, expected: String) {
         #expect(event.description == expected)

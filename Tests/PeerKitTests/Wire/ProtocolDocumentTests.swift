@@ -35,7 +35,7 @@ struct ProtocolDocumentTests {
     @Test("the document has examples of every control frame")
     func coverage() {
         #expect(!Self.document.isEmpty, "Documentation/Protocol.md is missing")
-        for type in ["peerkit.hello", "peerkit.ping", "peerkit.pong", "peerkit.bye", "peerkit.error"] {
+        for type in ["peerkit.hello", "peerkit.ping", "peerkit.pong", "peerkit.bye", "peerkit.error", "peerkit.rename", "peerkit.groups"] {
             #expect(Self.jsonFrames.contains { $0.contains("\"type\":\"\(type)\"") }, "no \(type) example")
         }
     }
@@ -55,16 +55,24 @@ struct ProtocolDocumentTests {
             let envelope = try EnvelopeParser.parse(ByteBuffer(string: json))
             let frame: ConnectionStateMachine.ControlFrame
             switch envelope.type {
+            case EnvelopeType.groups:
+                var encoded = MessageCodec.encodeControl(type: EnvelopeType.groups, try envelope.decodePayload(GroupSnapshot.self)).frame()
+                #expect(encoded.readInteger(as: UInt32.self).map(Int.init) == json.utf8.count)
+                #expect(String(buffer: encoded) == json)
+                checked += 1
+                continue
             case EnvelopeType.hello:
-                frame = .hello(try JSONDecoder().decode(Hello.self, from: envelope.payload))
+                frame = .hello(try envelope.decodePayload(Hello.self))
             case EnvelopeType.ping:
                 frame = .ping(id: try #require(envelope.id))
             case EnvelopeType.pong:
                 frame = .pong(replyTo: envelope.replyTo)
             case EnvelopeType.bye:
-                frame = .bye(reason: try JSONDecoder().decode(Bye.self, from: envelope.payload).reason)
+                frame = .bye(reason: try envelope.decodePayload(Bye.self).reason)
             case EnvelopeType.error:
-                frame = .error(reason: try JSONDecoder().decode(ErrorPayload.self, from: envelope.payload).reason, replyTo: envelope.replyTo)
+                frame = .error(reason: try envelope.decodePayload(ErrorPayload.self).reason, replyTo: envelope.replyTo)
+            case EnvelopeType.rename:
+                frame = .rename(name: try envelope.decodePayload(Rename.self).name)
             default:
                 continue
             }
@@ -73,7 +81,7 @@ struct ProtocolDocumentTests {
             #expect(String(buffer: encoded) == json)
             checked += 1
         }
-        #expect(checked >= 7)
+        #expect(checked >= 9)
     }
 
     @Test("the framing example's length bytes are right")

@@ -230,7 +230,7 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
 
     func encodeNil() throws { try writeScalar { $0.writeStaticString("null") } }
     func encode(_ value: Bool) throws { try writeScalar { _ = value ? $0.writeStaticString("true") : $0.writeStaticString("false") } }
-    func encode(_ value: String) throws { try writeScalar { EnvelopeEncoder.writeJSONString(value, into: &$0) } }
+    func encode(_ value: String) throws { try writeScalar { JSONStringWriter.write(value, into: &$0) } }
     func encode(_ value: Double) throws { try floating(value) }
     func encode(_ value: Float) throws { try floating(value) }
     func encode(_ value: Int) throws { try integer(value) }
@@ -284,7 +284,7 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
         let output = slot.output
         let name = key.stringValue
         let mark = try output.beginElement(of: id, key: name)
-        EnvelopeEncoder.writeJSONString(name, into: &output.buffer)
+        JSONStringWriter.write(name, into: &output.buffer)
         output.buffer.writeInteger(UInt8(ascii: ":"))
         return (JSONSlotEncoder(output: output, codingPath: codingPath + [key]), mark)
     }
