@@ -57,19 +57,22 @@ final class MessageDispatcher: Sendable {
 
     private let registry: MessageRegistry
     private let pending: PendingRequests
+    private let metrics: PeerMetrics
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
 
-    init(registry: MessageRegistry, pending: PendingRequests, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
+    init(registry: MessageRegistry, pending: PendingRequests, metrics: PeerMetrics = .disabled, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
         self.registry = registry
         self.pending = pending
+        self.metrics = metrics
         self.logger = logger
         self.reportError = reportError
     }
 
     /// Accepts a message from a connection.
     func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection) {
+        metrics.receivedType(envelope.type).received(payloadBytes: envelope.payload.readableBytes)
         if envelope.replyTo != nil {
             if !pending.resolve(envelope, from: sender.id) {
                 logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
@@ -77,13 +80,14 @@ final class MessageDispatcher: Sendable {
             return
         }
         let message = Inbound(envelope: envelope, sender: sender, connection: connection)
-        let wake = queue.withLockedValue { queue -> (CheckedContinuation<[Inbound], Never>, [Inbound])? in
-            guard !queue.finished else { return nil }
+        let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<[Inbound], Never>, [Inbound])?) in
+            guard !queue.finished else { return (false, nil) }
             queue.append(message)
-            guard let waiting = queue.waiting else { return nil }
+            guard let waiting = queue.waiting else { return (true, nil) }
             queue.waiting = nil
-            return (waiting, queue.takeRound())
+            return (true, (waiting, queue.takeRound()))
         }
+        if queued { metrics.receiveQueueBytes.increment(by: Double(PeerConnectionHandler.cost(of: envelope))) }
         if let (waiting, batch) = wake { waiting.resume(returning: batch) }
     }
 
@@ -104,7 +108,9 @@ final class MessageDispatcher: Sendable {
             if batch.isEmpty { return }
             for message in batch {
                 await handle(message)
-                message.connection.inboundHandled(PeerConnectionHandler.cost(of: message.envelope))
+                let cost = PeerConnectionHandler.cost(of: message.envelope)
+                metrics.receiveQueueBytes.decrement(by: Double(cost))
+                message.connection.inboundHandled(cost)
             }
         }
     }
@@ -141,6 +147,7 @@ final class MessageDispatcher: Sendable {
         do {
             let reply = try await handler.handle(envelope.payload, message.sender)
             if let reply, let id = envelope.id {
+                metrics.usedType(reply.type).sent(payloadBytes: reply.payload.readableBytes)
                 message.connection.send(reply.frame(replyTo: id))
             }
         } catch let error as PeerKitError {

@@ -40,6 +40,8 @@ public final class PeerTransceiver: Sendable {
     let registry = MessageRegistry()
     let pending = PendingRequests()
     let hub = PeerEventHub()
+    /// The transceiver's metrics, kept across restarts.
+    let metrics: PeerMetrics
     private let requestCounter = Atomic<UInt64>(0)
     private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
 
@@ -63,6 +65,7 @@ public final class PeerTransceiver: Sendable {
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
         self.peerID = UUID().uuidString
+        self.metrics = PeerMetrics(factory: configuration.metricsFactory)
     }
 
     deinit {
@@ -116,7 +119,7 @@ public final class PeerTransceiver: Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub, metrics: metrics)
             lifecycle = .starting(session)
             return session
         }

@@ -20,7 +20,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var dispatcherTask: Task<Void, Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
+    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub, metrics: PeerMetrics) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -50,12 +50,13 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 connectTimeout: configuration.connectTimeout.timeAmount,
                 backoff: configuration.reconnectBackoff,
                 security: security,
-                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount)
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount),
+                metrics: metrics
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger
         )
-        dispatcher = MessageDispatcher(registry: registry, pending: pending, logger: configuration.logger) { error in
+        dispatcher = MessageDispatcher(registry: registry, pending: pending, metrics: metrics, logger: configuration.logger) { error in
             hub.publish(.error(error))
         }
         switch configuration.discovery {
