@@ -137,6 +137,9 @@ struct TransceiverMetricsTests {
         let metrics = TestMetrics()
         var configuration = loopbackConfiguration(serviceType: randomServiceType(), name: "server")
         configuration.metricsFactory = metrics
+        // The raw peer answers no pings: it must not time out before it misbehaves, however busy the machine.
+        configuration.heartbeatInterval = .seconds(60)
+        configuration.peerTimeout = .seconds(120)
         let server = PeerTransceiver(configuration: configuration)
         try await server.start()
         defer { server.stop() }
@@ -164,6 +167,8 @@ struct TransceiverMetricsTests {
         var configuration = loopbackConfiguration(serviceType: randomServiceType(), name: "server")
         configuration.metricsFactory = metrics
         configuration.maximumConnections = 1
+        // The first connection never says hello: it must hold its slot however busy the machine.
+        configuration.handshakeTimeout = .seconds(120)
         let server = PeerTransceiver(configuration: configuration)
         try await server.start()
         defer { server.stop() }
@@ -174,7 +179,7 @@ struct TransceiverMetricsTests {
         }
         let second = try await RawPeer(connectingTo: try endpoint(of: server))
         defer { second.close() }
-        try await Self.eventually("the second connection to be refused") {
+        try await Self.eventually("the second connection to be refused (accepted: \(Self.counter(metrics, "peerkit_connections_accepted_total")))") {
             Self.counter(metrics, "peerkit_connections_refused_total", [("reason", "connection_limit")]) == 1
         }
         #expect(Self.counter(metrics, "peerkit_connections_accepted_total") == 1)
