@@ -144,8 +144,8 @@ struct Listrd: AsyncParsableCommand {
         )
         do {
             try await group.run()
-        } catch let PeerKitError.listenFailed(address, reason) {
-            logger.critical("listrd cannot listen on \(address): \(reason). Choose another --port or --listen-host.")
+        } catch let error as PeerKitError where error.code == .listenFailed {
+            logger.critical("listrd cannot listen on \(error.address ?? "\(listenHost):\(port)"): \(error.reason ?? "\(error)"). Choose another --port or --listen-host.")
             throw ExitStatus.software.exitCode
         } catch {
             logger.critical("listrd stopped: \(error)")

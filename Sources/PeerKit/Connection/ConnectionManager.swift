@@ -689,7 +689,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         case .stopped, .duplicate, .peerSaidBye:
             break
         case let .refused(error, _):
-            if case .admissionRefused = error { metrics.refused(.admission) } else { metrics.refused(.security) }
+            metrics.refused(error.code == .admissionRefused ? .admission : .security)
         case let .failed(failure):
             switch failure {
             case .handshake: metrics.dropped(.handshakeFailed)

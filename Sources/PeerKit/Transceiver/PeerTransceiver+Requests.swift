@@ -48,7 +48,7 @@ extension PeerTransceiver {
         do {
             reply = try await send(message, id: id, on: connection, to: peer, timeout: timeout, counters: counters)
         } catch let error as PeerKitError {
-            if case .requestTimedOut = error { metrics.requestsTimedOut.increment() }
+            if error.code == .requestTimedOut { metrics.requestsTimedOut.increment() }
             throw error
         }
         metrics.requestDuration.recordNanoseconds((ContinuousClock.now - started).timeAmount.nanoseconds)
