@@ -22,7 +22,7 @@ extension ListrClient {
         if let name = options.peer {
             do {
                 return try await waitForDaemon(on: transceiver, options: options, events: events) { $0.name == name }
-            } catch PeerKitError.noPeerFound {
+            } catch let error as PeerKitError where error.code == .noPeerFound {
                 let available = Set(transceiver.availablePeers.map(\.name)).sorted()
                 throw ListrCtlError.noDaemonNamed(name, serviceType: options.serviceType, timeout: timeout, available: available)
             }
@@ -30,7 +30,7 @@ extension ListrClient {
         let first: Peer
         do {
             first = try await waitForDaemon(on: transceiver, options: options, events: events) { _ in true }
-        } catch PeerKitError.noPeerFound {
+        } catch let error as PeerKitError where error.code == .noPeerFound {
             throw ListrCtlError.noDaemon(serviceType: options.serviceType, timeout: timeout, addresses: options.endpoints)
         }
         if options.endpoints.count == 1 {
@@ -96,10 +96,7 @@ extension ListrClient {
     /// Whether `error` says the peer at an address refused the handshake or spoke no PeerKit.
     private static func isHandshakeRefusal(_ error: PeerKitError) -> Bool {
         if error.isSecurityRefusal { return false }
-        switch error {
-        case .handshakeFailed, .remoteError, .malformedFrame, .frameTooLarge: return true
-        default: return false
-        }
+        return [.handshakeFailed, .remoteError, .malformedFrame, .frameTooLarge].contains(error.code)
     }
 
     /// Waits until discovery has listed the peers it knew of and every available peer is

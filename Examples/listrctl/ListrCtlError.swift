@@ -50,7 +50,9 @@ enum ListrCtlError: Error, CustomStringConvertible {
             return "No listrd named \"\(name)\" of service type \"\(serviceType)\" answered within \(Self.seconds(timeout)): \(found)."
         case let .severalDaemons(serviceType, names):
             return "Several listrd of service type \"\(serviceType)\" are running: \(Self.list(names)). Choose one with --peer NAME."
-        case let .peerKit(.discoveryUnavailable(serviceType, reason)):
+        case let .peerKit(error) where error.code == .discoveryUnavailable:
+            let serviceType = error.serviceType ?? "?"
+            let reason = error.reason ?? "discovery does not work"
             return "listrd (service type \"\(serviceType)\") cannot be discovered: \(reason). Start avahi-daemon (scripts/avahi-up starts one restricted to loopback), or give listrd's address with --connect HOST:PORT (its log says on which port it listens)."
         case let .peerKit(error):
             return error.description

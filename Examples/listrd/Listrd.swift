@@ -3,6 +3,7 @@ import Foundation
 import ListrKit
 import Logging
 import PeerKit
+import Prometheus
 import ServiceLifecycle
 import ToolSupport
 import UnixSignals
@@ -44,6 +45,12 @@ struct Listrd: AsyncParsableCommand {
     @Flag(help: "Use no key: plaintext, so anyone on the network can read, replace or delete the list.")
     var insecure = false
 
+    @Option(help: ArgumentHelp("Serve PeerKit's metrics as Prometheus text on this TCP port (GET /metrics); 0 picks a free one. Default: off.", valueName: "port"))
+    var metricsPort: Int?
+
+    @Option(help: ArgumentHelp("The address the metrics are served on (with --metrics-port).", valueName: "address"))
+    var metricsHost: String = "127.0.0.1"
+
     @Option(help: ArgumentHelp("The lowest level logged: trace, debug, info, notice, warning, error or critical (saved in the store's settings; default: the saved one, else info).", valueName: "level"))
     var logLevel: Logger.Level?
 
@@ -55,6 +62,9 @@ struct Listrd: AsyncParsableCommand {
         }
         guard (0...65535).contains(port) else {
             throw ValidationError("The port \(port) is not between 0 and 65535.")
+        }
+        if let metricsPort, !(0...65535).contains(metricsPort) {
+            throw ValidationError("The metrics port \(metricsPort) is not between 0 and 65535.")
         }
         if let name {
             var settings = ListrSettings.defaults
@@ -89,6 +99,19 @@ struct Listrd: AsyncParsableCommand {
         configuration.listenPort = port
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.logger = Logger(label: "listrd.peerkit")
+        var services: [any Service] = []
+        if let metricsPort {
+            let registry = PrometheusCollectorRegistry()
+            var factory = PrometheusMetricsFactory(registry: registry)
+            // Requests on a LAN take well under 5 ms, the factory's smallest default bucket.
+            factory.durationHistogramBuckets["peerkit_request_duration_seconds"] = [
+                .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2500),
+                .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500), .seconds(5),
+            ]
+            configuration.metricsFactory = factory
+            services.append(MetricsServer(host: metricsHost, port: metricsPort, registry: registry, logger: logger))
+        }
         if insecure {
             logger.warning("--insecure: listrd uses no key; anyone on the network can read, replace or delete the list.")
         } else {
@@ -115,14 +138,14 @@ struct Listrd: AsyncParsableCommand {
             throw ExitStatus.software.exitCode
         }
         let group = ServiceGroup(
-            services: [service],
+            services: [service] + services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
         do {
             try await group.run()
-        } catch let PeerKitError.listenFailed(address, reason) {
-            logger.critical("listrd cannot listen on \(address): \(reason). Choose another --port or --listen-host.")
+        } catch let error as PeerKitError where error.code == .listenFailed {
+            logger.critical("listrd cannot listen on \(error.address ?? "\(listenHost):\(port)"): \(error.reason ?? "\(error)"). Choose another --port or --listen-host.")
             throw ExitStatus.software.exitCode
         } catch {
             logger.critical("listrd stopped: \(error)")

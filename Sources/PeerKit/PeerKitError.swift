@@ -1,85 +1,601 @@
 /// The one error type PeerKit throws and reports.
 ///
-/// Every case's ``description`` is a full sentence that names the values involved and, where
-/// there is something to do about it, says what.
-public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The service type is not a valid DNS-SD service name (RFC 6335).
-    case invalidServiceType(String, reason: String)
-    /// A `discoveryInfo` pair cannot be carried in a DNS-SD TXT record.
-    case invalidDiscoveryInfo(key: String, reason: String)
-    /// The peer name cannot be advertised (empty, or longer than a DNS-SD instance name).
-    case invalidPeerName(String, reason: String)
-    /// A ``PeerConfiguration`` property has a value the transceiver cannot work with.
-    case invalidConfiguration(property: String, reason: String)
-    /// The transceiver could not listen for connections.
-    case listenFailed(address: String, reason: String)
-    /// Discovery cannot work right now (for example, avahi-daemon is not reachable).
-    case discoveryUnavailable(serviceType: String, reason: String)
-    /// A peer sent a frame longer than the configured limit; its connection was closed.
-    case frameTooLarge(length: Int, limit: Int, peer: String)
-    /// A peer sent bytes that are not a valid PeerKit frame or envelope; its connection was closed
-    /// when this happened before or during the handshake.
-    case malformedFrame(reason: String, peer: String)
-    /// The handshake with a peer failed; the connection was closed.
-    case handshakeFailed(reason: String, peer: String)
-    /// A peer stopped answering pings and was disconnected.
-    case peerTimedOut(peer: String, silence: Duration)
-    /// A message of this type arrived, but nothing is registered to receive it.
-    case noHandler(type: String)
-    /// A payload did not decode as the type registered for its wire key.
-    case payloadDecodingFailed(type: String, reason: String)
-    /// A value could not be encoded as JSON.
-    case encodingFailed(type: String, reason: String)
-    /// The peer is not connected, so nothing was sent.
-    case peerNotConnected(peer: String)
-    /// A peer did not read what was sent to it: its send queue stayed over
-    /// ``PeerConfiguration/maximumQueuedOutboundBytes`` for longer than
-    /// ``PeerConfiguration/slowPeerGracePeriod``, so it was disconnected.
-    case peerTooSlow(peer: String, queuedBytes: Int, limit: Int, grace: Duration)
-    /// A request got no reply in time.
-    case requestTimedOut(type: String, peer: String, timeout: Duration)
-    /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).
-    case connectionClosed(peer: String)
-    /// The connection to a peer failed at the transport level (a reset, a TLS alert).
-    case connectionFailed(peer: String, reason: String)
-    /// The remote peer answered a request with an error.
-    case remoteError(reason: String, peer: String)
-    /// The remote peer answered a request with a reply of another type than expected.
-    case unexpectedReply(expected: String, received: String, peer: String)
-    /// No peer of the service type was connected within the timeout.
-    case noPeerFound(serviceType: String, timeout: Duration)
-    /// The transceiver is not running.
-    case notRunning
-    /// ``PeerTransceiver/run()`` was called while the transceiver runs already.
-    case alreadyRunning
-    /// A ``PeerKey`` could not be made (wrong length, unreadable key file, empty passphrase).
-    case invalidKey(reason: String)
-    /// The TLS contexts for ``PeerConfiguration/security`` could not be built.
-    case securitySetupFailed(reason: String)
-    /// A peer that holds another pre-shared key tried to connect, or was dialled; closed during the
-    /// TLS handshake, before anything was read from it.
-    case keyMismatch(peer: String, ourKeyID: String, detail: String)
-    /// A peer spoke plaintext to this TLS transceiver (or answered its dial in plaintext); closed
-    /// before anything it sent was read.
-    case plaintextPeer(peer: String, security: String)
-    /// A peer spoke TLS to this plaintext transceiver; closed before anything it sent was read.
-    case tlsPeer(peer: String)
-    /// The peer uses TLS, but another security mode (or TLS version, or cipher suite) than this one.
-    case securityModeMismatch(peer: String, ours: String, detail: String)
-    /// The TLS handshake with a peer failed for another reason.
-    case securityHandshakeFailed(peer: String, reason: String)
-    /// Discovery found a peer that advertises another security mode or key id; it is not dialled.
-    case advertisedSecurityMismatch(service: String, theirs: String, ours: String)
-    /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
-    case admissionRefused(peer: String)
-    /// A peer went over one of the limits on what it may make this transceiver keep (such as
-    /// ``PeerConfiguration/maximumGroupsPerPeer``); it was disconnected.
-    case peerExceededLimit(peer: String, reason: String)
-    /// A group name cannot be used, or this transceiver cannot join one more group.
-    case invalidGroup(String, reason: String)
+/// Every error's ``description`` is a full sentence that names the values involved and, where
+/// there is something to do about it, says what. ``code`` says which error it is; new codes may
+/// be added in any release, so compare codes rather than switching over them exhaustively:
+///
+/// ```swift
+/// do {
+///     let reply = try await transceiver.request(command, to: peer, expecting: Reply.self)
+/// } catch let error as PeerKitError where error.code == .requestTimedOut {
+///     print("No answer within \(error.timeout ?? .zero): \(error)")
+/// }
+/// ```
+///
+/// Errors are made with static functions named after their codes
+/// (`PeerKitError.peerNotConnected(peer: "Kitchen")`), and two errors are equal when their codes
+/// and values are, so `#expect(throws: PeerKitError.notRunning)` works as it did when this was an enum.
+public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Which error a ``PeerKitError`` is. More codes may be added in any release.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+
+        private init(_ name: String) {
+            self.name = name
+        }
+
+        /// The code's name, as in `PeerKitError.Code.requestTimedOut`.
+        public var description: String { name }
+
+        /// The service type is not a valid DNS-SD service name (RFC 6335).
+        public static let invalidServiceType = Code("invalidServiceType")
+        /// A `discoveryInfo` pair cannot be carried in a DNS-SD TXT record.
+        public static let invalidDiscoveryInfo = Code("invalidDiscoveryInfo")
+        /// The peer name cannot be advertised (empty, or longer than a DNS-SD instance name).
+        public static let invalidPeerName = Code("invalidPeerName")
+        /// A ``PeerConfiguration`` property has a value the transceiver cannot work with.
+        public static let invalidConfiguration = Code("invalidConfiguration")
+        /// The transceiver could not listen for connections.
+        public static let listenFailed = Code("listenFailed")
+        /// Discovery cannot work right now (for example, avahi-daemon is not reachable).
+        public static let discoveryUnavailable = Code("discoveryUnavailable")
+        /// A peer sent a frame longer than the configured limit; its connection was closed.
+        public static let frameTooLarge = Code("frameTooLarge")
+        /// A peer sent bytes that are not a valid PeerKit frame or envelope; its connection was closed
+        /// when this happened before or during the handshake.
+        public static let malformedFrame = Code("malformedFrame")
+        /// The handshake with a peer failed; the connection was closed.
+        public static let handshakeFailed = Code("handshakeFailed")
+        /// A peer stopped answering pings and was disconnected.
+        public static let peerTimedOut = Code("peerTimedOut")
+        /// A message of this type arrived, but nothing is registered to receive it.
+        public static let noHandler = Code("noHandler")
+        /// A payload did not decode as the type registered for its wire key.
+        public static let payloadDecodingFailed = Code("payloadDecodingFailed")
+        /// A value could not be encoded as JSON.
+        public static let encodingFailed = Code("encodingFailed")
+        /// The peer is not connected, so nothing was sent.
+        public static let peerNotConnected = Code("peerNotConnected")
+        /// A peer did not read what was sent to it: its send queue stayed over
+        /// ``PeerConfiguration/maximumQueuedOutboundBytes`` for longer than
+        /// ``PeerConfiguration/slowPeerGracePeriod``, so it was disconnected.
+        public static let peerTooSlow = Code("peerTooSlow")
+        /// A request got no reply in time.
+        public static let requestTimedOut = Code("requestTimedOut")
+        /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).
+        public static let connectionClosed = Code("connectionClosed")
+        /// The connection to a peer failed at the transport level (a reset, a TLS alert).
+        public static let connectionFailed = Code("connectionFailed")
+        /// The remote peer answered a request with an error.
+        public static let remoteError = Code("remoteError")
+        /// The remote peer answered a request with a reply of another type than expected.
+        public static let unexpectedReply = Code("unexpectedReply")
+        /// No peer of the service type was connected within the timeout.
+        public static let noPeerFound = Code("noPeerFound")
+        /// The transceiver is not running.
+        public static let notRunning = Code("notRunning")
+        /// A ``PeerKey`` could not be made (wrong length, unreadable key file, empty passphrase).
+        public static let invalidKey = Code("invalidKey")
+        /// The TLS contexts for ``PeerConfiguration/security`` could not be built.
+        public static let securitySetupFailed = Code("securitySetupFailed")
+        /// A peer that holds another pre-shared key tried to connect, or was dialled; closed during the
+        /// TLS handshake, before anything was read from it.
+        public static let keyMismatch = Code("keyMismatch")
+        /// A peer spoke plaintext to this TLS transceiver (or answered its dial in plaintext); closed
+        /// before anything it sent was read.
+        public static let plaintextPeer = Code("plaintextPeer")
+        /// A peer spoke TLS to this plaintext transceiver; closed before anything it sent was read.
+        public static let tlsPeer = Code("tlsPeer")
+        /// The peer uses TLS, but another security mode (or TLS version, or cipher suite) than this one.
+        public static let securityModeMismatch = Code("securityModeMismatch")
+        /// The TLS handshake with a peer failed for another reason.
+        public static let securityHandshakeFailed = Code("securityHandshakeFailed")
+        /// Discovery found a peer that advertises another security mode or key id; it is not dialled.
+        public static let advertisedSecurityMismatch = Code("advertisedSecurityMismatch")
+        /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
+        public static let admissionRefused = Code("admissionRefused")
+        /// A group name cannot be used, or this transceiver cannot join one more group.
+        public static let invalidGroup = Code("invalidGroup")
+        /// A peer went over one of the limits on what it may make this transceiver keep (such as ``PeerConfiguration/maximumGroupsPerPeer``); it was disconnected.
+        public static let peerExceededLimit = Code("peerExceededLimit")
+        /// ``PeerTransceiver/run()`` was called while the transceiver runs already.
+        public static let alreadyRunning = Code("alreadyRunning")
+    }
+
+    /// What happened, with the values the sentence names.
+    enum Storage: Hashable, Sendable {
+        case invalidServiceType(String, reason: String)
+        case invalidDiscoveryInfo(key: String, reason: String)
+        case invalidPeerName(String, reason: String)
+        case invalidConfiguration(property: String, reason: String)
+        case listenFailed(address: String, reason: String)
+        case discoveryUnavailable(serviceType: String, reason: String)
+        case frameTooLarge(length: Int, limit: Int, peer: String)
+        case malformedFrame(reason: String, peer: String)
+        case handshakeFailed(reason: String, peer: String)
+        case peerTimedOut(peer: String, silence: Duration)
+        case noHandler(type: String)
+        case payloadDecodingFailed(type: String, reason: String)
+        case encodingFailed(type: String, reason: String)
+        case peerNotConnected(peer: String)
+        case peerTooSlow(peer: String, queuedBytes: Int, limit: Int, grace: Duration)
+        case requestTimedOut(type: String, peer: String, timeout: Duration)
+        case connectionClosed(peer: String)
+        case connectionFailed(peer: String, reason: String)
+        case remoteError(reason: String, peer: String)
+        case unexpectedReply(expected: String, received: String, peer: String)
+        case noPeerFound(serviceType: String, timeout: Duration)
+        case notRunning
+        case invalidKey(reason: String)
+        case securitySetupFailed(reason: String)
+        case keyMismatch(peer: String, ourKeyID: String, detail: String)
+        case plaintextPeer(peer: String, security: String)
+        case tlsPeer(peer: String)
+        case securityModeMismatch(peer: String, ours: String, detail: String)
+        case securityHandshakeFailed(peer: String, reason: String)
+        case advertisedSecurityMismatch(service: String, theirs: String, ours: String)
+        case admissionRefused(peer: String)
+        case alreadyRunning
+        case peerExceededLimit(peer: String, reason: String)
+        case invalidGroup(String, reason: String)
+    }
+
+    /// The error's kind and values.
+    let storage: Storage
+
+    init(_ storage: Storage) {
+        self.storage = storage
+    }
+
+    /// Which error this is.
+    public var code: Code {
+        switch storage {
+        case .invalidServiceType: .invalidServiceType
+        case .invalidDiscoveryInfo: .invalidDiscoveryInfo
+        case .invalidPeerName: .invalidPeerName
+        case .invalidConfiguration: .invalidConfiguration
+        case .listenFailed: .listenFailed
+        case .discoveryUnavailable: .discoveryUnavailable
+        case .frameTooLarge: .frameTooLarge
+        case .malformedFrame: .malformedFrame
+        case .handshakeFailed: .handshakeFailed
+        case .peerTimedOut: .peerTimedOut
+        case .noHandler: .noHandler
+        case .payloadDecodingFailed: .payloadDecodingFailed
+        case .encodingFailed: .encodingFailed
+        case .peerNotConnected: .peerNotConnected
+        case .peerTooSlow: .peerTooSlow
+        case .requestTimedOut: .requestTimedOut
+        case .connectionClosed: .connectionClosed
+        case .connectionFailed: .connectionFailed
+        case .remoteError: .remoteError
+        case .unexpectedReply: .unexpectedReply
+        case .noPeerFound: .noPeerFound
+        case .notRunning: .notRunning
+        case .invalidKey: .invalidKey
+        case .securitySetupFailed: .securitySetupFailed
+        case .keyMismatch: .keyMismatch
+        case .plaintextPeer: .plaintextPeer
+        case .tlsPeer: .tlsPeer
+        case .securityModeMismatch: .securityModeMismatch
+        case .securityHandshakeFailed: .securityHandshakeFailed
+        case .advertisedSecurityMismatch: .advertisedSecurityMismatch
+        case .admissionRefused: .admissionRefused
+        case .invalidGroup: .invalidGroup
+        case .peerExceededLimit: .peerExceededLimit
+        case .alreadyRunning: .alreadyRunning
+        }
+    }
 
     /// The error as a sentence naming the values involved: what happened and what to do.
     public var description: String {
+        storage.description
+    }
+
+    // MARK: The values the sentence names
+
+    /// The `serviceType` the sentence names, for the codes that have one (`invalidServiceType`, `discoveryUnavailable`, `noPeerFound`); nil for the others.
+    public var serviceType: String? {
+        switch storage {
+        case let .invalidServiceType(value, _): value
+        case let .discoveryUnavailable(value, _): value
+        case let .noPeerFound(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `reason` the sentence names, for the codes that have one (`invalidServiceType`, `invalidDiscoveryInfo`, `invalidPeerName`, `invalidConfiguration`, `listenFailed`, `discoveryUnavailable`, `malformedFrame`, `handshakeFailed`, `payloadDecodingFailed`, `encodingFailed`, `connectionFailed`, `remoteError`, `invalidKey`, `securitySetupFailed`, `securityHandshakeFailed`, `peerExceededLimit`, `invalidGroup`); nil for the others.
+    public var reason: String? {
+        switch storage {
+        case let .invalidServiceType(_, value): value
+        case let .invalidDiscoveryInfo(_, value): value
+        case let .invalidPeerName(_, value): value
+        case let .invalidConfiguration(_, value): value
+        case let .listenFailed(_, value): value
+        case let .discoveryUnavailable(_, value): value
+        case let .malformedFrame(value, _): value
+        case let .handshakeFailed(value, _): value
+        case let .payloadDecodingFailed(_, value): value
+        case let .encodingFailed(_, value): value
+        case let .connectionFailed(_, value): value
+        case let .remoteError(value, _): value
+        case let .invalidKey(value): value
+        case let .securitySetupFailed(value): value
+        case let .securityHandshakeFailed(_, value): value
+        case let .peerExceededLimit(_, value): value
+        case let .invalidGroup(_, value): value
+        default: nil
+        }
+    }
+
+    /// The `key` the sentence names, for the codes that have one (`invalidDiscoveryInfo`); nil for the others.
+    public var key: String? {
+        switch storage {
+        case let .invalidDiscoveryInfo(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `name` the sentence names, for the codes that have one (`invalidPeerName`); nil for the others.
+    public var name: String? {
+        switch storage {
+        case let .invalidPeerName(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `property` the sentence names, for the codes that have one (`invalidConfiguration`); nil for the others.
+    public var property: String? {
+        switch storage {
+        case let .invalidConfiguration(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `address` the sentence names, for the codes that have one (`listenFailed`); nil for the others.
+    public var address: String? {
+        switch storage {
+        case let .listenFailed(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `length` the sentence names, for the codes that have one (`frameTooLarge`); nil for the others.
+    public var length: Int? {
+        switch storage {
+        case let .frameTooLarge(value, _, _): value
+        default: nil
+        }
+    }
+
+    /// The `limit` the sentence names, for the codes that have one (`frameTooLarge`, `peerTooSlow`); nil for the others.
+    public var limit: Int? {
+        switch storage {
+        case let .frameTooLarge(_, value, _): value
+        case let .peerTooSlow(_, _, value, _): value
+        default: nil
+        }
+    }
+
+    /// The `peer` the sentence names, for the codes that have one (`frameTooLarge`, `malformedFrame`, `handshakeFailed`, `peerTimedOut`, `peerNotConnected`, `peerTooSlow`, `requestTimedOut`, `connectionClosed`, `connectionFailed`, `remoteError`, `unexpectedReply`, `keyMismatch`, `plaintextPeer`, `tlsPeer`, `securityModeMismatch`, `securityHandshakeFailed`, `admissionRefused`, `peerExceededLimit`); nil for the others.
+    public var peer: String? {
+        switch storage {
+        case let .frameTooLarge(_, _, value): value
+        case let .malformedFrame(_, value): value
+        case let .handshakeFailed(_, value): value
+        case let .peerTimedOut(value, _): value
+        case let .peerNotConnected(value): value
+        case let .peerTooSlow(value, _, _, _): value
+        case let .requestTimedOut(_, value, _): value
+        case let .connectionClosed(value): value
+        case let .connectionFailed(value, _): value
+        case let .remoteError(_, value): value
+        case let .unexpectedReply(_, _, value): value
+        case let .keyMismatch(value, _, _): value
+        case let .plaintextPeer(value, _): value
+        case let .tlsPeer(value): value
+        case let .securityModeMismatch(value, _, _): value
+        case let .securityHandshakeFailed(value, _): value
+        case let .admissionRefused(value): value
+        case let .peerExceededLimit(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `group` the sentence names, for the codes that have one (`invalidGroup`); nil for the others.
+    public var group: String? {
+        switch storage {
+        case let .invalidGroup(value, _): value
+        default: nil
+        }
+    }
+
+    /// The `silence` the sentence names, for the codes that have one (`peerTimedOut`); nil for the others.
+    public var silence: Duration? {
+        switch storage {
+        case let .peerTimedOut(_, value): value
+        default: nil
+        }
+    }
+
+    /// The `type` the sentence names, for the codes that have one (`noHandler`, `payloadDecodingFailed`, `encodingFailed`, `requestTimedOut`); nil for the others.
+    public var type: String? {
+        switch storage {
+        case let .noHandler(value): value
+        case let .payloadDecodingFailed(value, _): value
+        case let .encodingFailed(value, _): value
+        case let .requestTimedOut(value, _, _): value
+        default: nil
+        }
+    }
+
+    /// The `queuedBytes` the sentence names, for the codes that have one (`peerTooSlow`); nil for the others.
+    public var queuedBytes: Int? {
+        switch storage {
+        case let .peerTooSlow(_, value, _, _): value
+        default: nil
+        }
+    }
+
+    /// The `grace` the sentence names, for the codes that have one (`peerTooSlow`); nil for the others.
+    public var grace: Duration? {
+        switch storage {
+        case let .peerTooSlow(_, _, _, value): value
+        default: nil
+        }
+    }
+
+    /// The `timeout` the sentence names, for the codes that have one (`requestTimedOut`, `noPeerFound`); nil for the others.
+    public var timeout: Duration? {
+        switch storage {
+        case let .requestTimedOut(_, _, value): value
+        case let .noPeerFound(_, value): value
+        default: nil
+        }
+    }
+
+    /// The `expected` the sentence names, for the codes that have one (`unexpectedReply`); nil for the others.
+    public var expected: String? {
+        switch storage {
+        case let .unexpectedReply(value, _, _): value
+        default: nil
+        }
+    }
+
+    /// The `received` the sentence names, for the codes that have one (`unexpectedReply`); nil for the others.
+    public var received: String? {
+        switch storage {
+        case let .unexpectedReply(_, value, _): value
+        default: nil
+        }
+    }
+
+    /// The `ourKeyID` the sentence names, for the codes that have one (`keyMismatch`); nil for the others.
+    public var ourKeyID: String? {
+        switch storage {
+        case let .keyMismatch(_, value, _): value
+        default: nil
+        }
+    }
+
+    /// The `detail` the sentence names, for the codes that have one (`keyMismatch`, `securityModeMismatch`); nil for the others.
+    public var detail: String? {
+        switch storage {
+        case let .keyMismatch(_, _, value): value
+        case let .securityModeMismatch(_, _, value): value
+        default: nil
+        }
+    }
+
+    /// The `security` the sentence names, for the codes that have one (`plaintextPeer`); nil for the others.
+    public var security: String? {
+        switch storage {
+        case let .plaintextPeer(_, value): value
+        default: nil
+        }
+    }
+
+    /// The `ours` the sentence names, for the codes that have one (`securityModeMismatch`, `advertisedSecurityMismatch`); nil for the others.
+    public var ours: String? {
+        switch storage {
+        case let .securityModeMismatch(_, value, _): value
+        case let .advertisedSecurityMismatch(_, _, value): value
+        default: nil
+        }
+    }
+
+    /// The `service` the sentence names, for the codes that have one (`advertisedSecurityMismatch`); nil for the others.
+    public var service: String? {
+        switch storage {
+        case let .advertisedSecurityMismatch(value, _, _): value
+        default: nil
+        }
+    }
+
+    /// The `theirs` the sentence names, for the codes that have one (`advertisedSecurityMismatch`); nil for the others.
+    public var theirs: String? {
+        switch storage {
+        case let .advertisedSecurityMismatch(_, value, _): value
+        default: nil
+        }
+    }
+
+    // MARK: Making errors (one function per code, as the enum's cases were)
+
+    /// The service type is not a valid DNS-SD service name (RFC 6335).
+    public static func invalidServiceType(_ serviceType: String, reason: String) -> PeerKitError {
+        PeerKitError(.invalidServiceType(serviceType, reason: reason))
+    }
+
+    /// A `discoveryInfo` pair cannot be carried in a DNS-SD TXT record.
+    public static func invalidDiscoveryInfo(key: String, reason: String) -> PeerKitError {
+        PeerKitError(.invalidDiscoveryInfo(key: key, reason: reason))
+    }
+
+    /// The peer name cannot be advertised (empty, or longer than a DNS-SD instance name).
+    public static func invalidPeerName(_ name: String, reason: String) -> PeerKitError {
+        PeerKitError(.invalidPeerName(name, reason: reason))
+    }
+
+    /// A ``PeerConfiguration`` property has a value the transceiver cannot work with.
+    public static func invalidConfiguration(property: String, reason: String) -> PeerKitError {
+        PeerKitError(.invalidConfiguration(property: property, reason: reason))
+    }
+
+    /// The transceiver could not listen for connections.
+    public static func listenFailed(address: String, reason: String) -> PeerKitError {
+        PeerKitError(.listenFailed(address: address, reason: reason))
+    }
+
+    /// Discovery cannot work right now (for example, avahi-daemon is not reachable).
+    public static func discoveryUnavailable(serviceType: String, reason: String) -> PeerKitError {
+        PeerKitError(.discoveryUnavailable(serviceType: serviceType, reason: reason))
+    }
+
+    /// A peer sent a frame longer than the configured limit; its connection was closed.
+    public static func frameTooLarge(length: Int, limit: Int, peer: String) -> PeerKitError {
+        PeerKitError(.frameTooLarge(length: length, limit: limit, peer: peer))
+    }
+
+    /// A peer sent bytes that are not a valid PeerKit frame or envelope; its connection was closed
+    /// when this happened before or during the handshake.
+    public static func malformedFrame(reason: String, peer: String) -> PeerKitError {
+        PeerKitError(.malformedFrame(reason: reason, peer: peer))
+    }
+
+    /// The handshake with a peer failed; the connection was closed.
+    public static func handshakeFailed(reason: String, peer: String) -> PeerKitError {
+        PeerKitError(.handshakeFailed(reason: reason, peer: peer))
+    }
+
+    /// A peer stopped answering pings and was disconnected.
+    public static func peerTimedOut(peer: String, silence: Duration) -> PeerKitError {
+        PeerKitError(.peerTimedOut(peer: peer, silence: silence))
+    }
+
+    /// A message of this type arrived, but nothing is registered to receive it.
+    public static func noHandler(type: String) -> PeerKitError {
+        PeerKitError(.noHandler(type: type))
+    }
+
+    /// A payload did not decode as the type registered for its wire key.
+    public static func payloadDecodingFailed(type: String, reason: String) -> PeerKitError {
+        PeerKitError(.payloadDecodingFailed(type: type, reason: reason))
+    }
+
+    /// A value could not be encoded as JSON.
+    public static func encodingFailed(type: String, reason: String) -> PeerKitError {
+        PeerKitError(.encodingFailed(type: type, reason: reason))
+    }
+
+    /// The peer is not connected, so nothing was sent.
+    public static func peerNotConnected(peer: String) -> PeerKitError {
+        PeerKitError(.peerNotConnected(peer: peer))
+    }
+
+    /// A peer did not read what was sent to it: its send queue stayed over
+    /// ``PeerConfiguration/maximumQueuedOutboundBytes`` for longer than
+    /// ``PeerConfiguration/slowPeerGracePeriod``, so it was disconnected.
+    public static func peerTooSlow(peer: String, queuedBytes: Int, limit: Int, grace: Duration) -> PeerKitError {
+        PeerKitError(.peerTooSlow(peer: peer, queuedBytes: queuedBytes, limit: limit, grace: grace))
+    }
+
+    /// A request got no reply in time.
+    public static func requestTimedOut(type: String, peer: String, timeout: Duration) -> PeerKitError {
+        PeerKitError(.requestTimedOut(type: type, peer: peer, timeout: timeout))
+    }
+
+    /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).
+    public static func connectionClosed(peer: String) -> PeerKitError {
+        PeerKitError(.connectionClosed(peer: peer))
+    }
+
+    /// The connection to a peer failed at the transport level (a reset, a TLS alert).
+    public static func connectionFailed(peer: String, reason: String) -> PeerKitError {
+        PeerKitError(.connectionFailed(peer: peer, reason: reason))
+    }
+
+    /// The remote peer answered a request with an error.
+    public static func remoteError(reason: String, peer: String) -> PeerKitError {
+        PeerKitError(.remoteError(reason: reason, peer: peer))
+    }
+
+    /// The remote peer answered a request with a reply of another type than expected.
+    public static func unexpectedReply(expected: String, received: String, peer: String) -> PeerKitError {
+        PeerKitError(.unexpectedReply(expected: expected, received: received, peer: peer))
+    }
+
+    /// No peer of the service type was connected within the timeout.
+    public static func noPeerFound(serviceType: String, timeout: Duration) -> PeerKitError {
+        PeerKitError(.noPeerFound(serviceType: serviceType, timeout: timeout))
+    }
+
+    /// The transceiver is not running.
+    public static let notRunning = PeerKitError(.notRunning)
+
+    /// A ``PeerKey`` could not be made (wrong length, unreadable key file, empty passphrase).
+    public static func invalidKey(reason: String) -> PeerKitError {
+        PeerKitError(.invalidKey(reason: reason))
+    }
+
+    /// The TLS contexts for ``PeerConfiguration/security`` could not be built.
+    public static func securitySetupFailed(reason: String) -> PeerKitError {
+        PeerKitError(.securitySetupFailed(reason: reason))
+    }
+
+    /// A peer that holds another pre-shared key tried to connect, or was dialled; closed during the
+    /// TLS handshake, before anything was read from it.
+    public static func keyMismatch(peer: String, ourKeyID: String, detail: String) -> PeerKitError {
+        PeerKitError(.keyMismatch(peer: peer, ourKeyID: ourKeyID, detail: detail))
+    }
+
+    /// A peer spoke plaintext to this TLS transceiver (or answered its dial in plaintext); closed
+    /// before anything it sent was read.
+    public static func plaintextPeer(peer: String, security: String) -> PeerKitError {
+        PeerKitError(.plaintextPeer(peer: peer, security: security))
+    }
+
+    /// A peer spoke TLS to this plaintext transceiver; closed before anything it sent was read.
+    public static func tlsPeer(peer: String) -> PeerKitError {
+        PeerKitError(.tlsPeer(peer: peer))
+    }
+
+    /// The peer uses TLS, but another security mode (or TLS version, or cipher suite) than this one.
+    public static func securityModeMismatch(peer: String, ours: String, detail: String) -> PeerKitError {
+        PeerKitError(.securityModeMismatch(peer: peer, ours: ours, detail: detail))
+    }
+
+    /// The TLS handshake with a peer failed for another reason.
+    public static func securityHandshakeFailed(peer: String, reason: String) -> PeerKitError {
+        PeerKitError(.securityHandshakeFailed(peer: peer, reason: reason))
+    }
+
+    /// Discovery found a peer that advertises another security mode or key id; it is not dialled.
+    public static func advertisedSecurityMismatch(service: String, theirs: String, ours: String) -> PeerKitError {
+        PeerKitError(.advertisedSecurityMismatch(service: service, theirs: theirs, ours: ours))
+    }
+
+    /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
+    public static func admissionRefused(peer: String) -> PeerKitError {
+        PeerKitError(.admissionRefused(peer: peer))
+    }
+
+    /// A group name cannot be used, or this transceiver cannot join one more group.
+    public static func invalidGroup(_ group: String, reason: String) -> PeerKitError {
+        PeerKitError(.invalidGroup(group, reason: reason))
+    }
+
+    /// A peer went over one of the limits on what it may make this transceiver keep (such as ``PeerConfiguration/maximumGroupsPerPeer``); it was disconnected.
+    public static func peerExceededLimit(peer: String, reason: String) -> PeerKitError {
+        PeerKitError(.peerExceededLimit(peer: peer, reason: reason))
+    }
+
+    /// ``PeerTransceiver/run()`` was called while the transceiver runs already.
+    public static let alreadyRunning = PeerKitError(.alreadyRunning)
+}
+
+extension PeerKitError.Storage: CustomStringConvertible {
+    var description: String {
         switch self {
         case let .invalidServiceType(type, reason):
             return "The service type \"\(type)\" is not a valid DNS-SD service name: \(reason). Use 1 to 15 lowercase letters, digits and hyphens, with at least one letter, for example \"listrctl\"."
@@ -125,8 +641,6 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "No peer of service type \"\(serviceType)\" connected within \(timeout.peerKitSeconds). Check that a peer is running and advertising that service type, and that avahi-daemon is running."
         case .notRunning:
             return "The transceiver is not running; call resume() before sending."
-        case .alreadyRunning:
-            return "The transceiver is already running; run() it from one place only, or stop() it before running it again."
         case let .invalidKey(reason):
             return "The pre-shared key cannot be used: \(reason). Make a key with PeerKey.random() (32 random bytes) and give every peer the same one."
         case let .securitySetupFailed(reason):
@@ -145,10 +659,12 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
         case let .admissionRefused(peer):
             return "The admission hook refused \(peer); its connection was closed."
-        case let .peerExceededLimit(peer, reason):
-            return "\(peer.capitalizedFirst) went over a limit and was disconnected: \(reason)."
         case let .invalidGroup(group, reason):
             return "The group \"\(LogSafe.text(group, maximumBytes: 80))\" cannot be used: \(reason)."
+        case let .peerExceededLimit(peer, reason):
+            return "\(peer.capitalizedFirst) went over a limit and was disconnected: \(reason)."
+        case .alreadyRunning:
+            return "The transceiver is already running; run() it from one place only, or stop() it before running it again."
         }
     }
 }
@@ -157,7 +673,7 @@ extension PeerKitError {
     /// Whether the error refused a peer for security reasons (key, mode, TLS). Such a peer is not
     /// redialled until it is discovered again, and a refusal is logged once per host and episode.
     public var isSecurityRefusal: Bool {
-        switch self {
+        switch storage {
         case .keyMismatch, .plaintextPeer, .tlsPeer, .securityModeMismatch, .securityHandshakeFailed,
              .advertisedSecurityMismatch, .admissionRefused:
             return true

@@ -101,11 +101,11 @@ struct PeerOptions: ParsableArguments {
 
     /// Prints `error` to standard error and returns the exit status for it.
     func fail(_ error: any Error) -> ExitCode {
+        if let exitCode = error as? ExitCode { return exitCode }
         let status: ExitStatus
-        switch error {
-        case PeerKitError.remoteError: status = .refused
-        case PeerKitError.listenFailed, PeerKitError.invalidDiscoveryInfo: status = .software
-        case let error as ExitCode: return error
+        switch (error as? PeerKitError)?.code {
+        case .remoteError?: status = .refused
+        case .listenFailed?, .invalidDiscoveryInfo?: status = .software
         default: status = .unavailable
         }
         let text = "\(error)"

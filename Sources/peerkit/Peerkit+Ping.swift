@@ -49,9 +49,9 @@ extension Peerkit {
                     let start = clock.now
                     do {
                         _ = try await transceiver.request(RawPeerMessage(type: Self.probeKey, json: "{}"), to: peer, timeout: options.timeoutDuration)
-                    } catch PeerKitError.remoteError {
+                    } catch let error as PeerKitError where error.code == .remoteError {
                         // The peer's answer to a key it does not handle: a round trip all the same.
-                    } catch PeerKitError.requestTimedOut {
+                    } catch let error as PeerKitError where error.code == .requestTimedOut {
                         statistics.lost += 1
                         report(sequence: sequence, peer: peer, milliseconds: nil)
                         continue

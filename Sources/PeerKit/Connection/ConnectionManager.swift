@@ -38,6 +38,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var backoff: Backoff
         var security: WireSecurity = .plaintext
         var admission = AdmissionGate(admission: nil, timeout: .seconds(10))
+        var metrics: PeerMetrics = .disabled
     }
 
     private struct PeerRecord {
@@ -435,7 +436,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 }
             }
             .connect(host: endpoint.host, port: endpoint.port)
-            .whenFailure { error in
+            .whenComplete { result in
+                guard case let .failure(error) = result else {
+                    self.configuration.metrics.dialled.increment()
+                    return
+                }
+                self.configuration.metrics.dialFailures.increment()
                 self.connect(key: key, endpoints: endpoints.dropFirst(), lastError: "connecting to \(endpoint) failed: \(Self.describe(error))")
             }
     }
@@ -489,7 +495,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         // The check and the reservation happen under one lock, so that a burst of accepted
         // connections cannot all pass the check before any of them counts.
         let channelID = ObjectIdentifier(channel)
-        typealias Refusal = (count: Int, limit: Int, what: String, first: Bool)
+        typealias Refusal = (count: Int, limit: Int, what: String, first: Bool, kind: PeerMetrics.Refusal)
         let outcome = withState { state -> (refusal: Refusal?, resumedAfter: Int) in
             let open = state.connections.count + state.accepting.count
             if open >= state.maximumConnections {
@@ -497,11 +503,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 let what = state.maximumConnections < configuration.maximumConnections
                     ? "PeerConfiguration.maximumConnections, lowered to fit the descriptor limit"
                     : "PeerConfiguration.maximumConnections"
-                return ((open, state.maximumConnections, what, state.refusedInEpisode == 1), 0)
+                return ((open, state.maximumConnections, what, state.refusedInEpisode == 1, .connectionLimit), 0)
             }
             if state.pendingHandshakes.count >= configuration.maximumPendingHandshakes {
                 state.refusedInEpisode += 1
-                return ((state.pendingHandshakes.count, configuration.maximumPendingHandshakes, "PeerConfiguration.maximumPendingHandshakes", state.refusedInEpisode == 1), 0)
+                return ((state.pendingHandshakes.count, configuration.maximumPendingHandshakes, "PeerConfiguration.maximumPendingHandshakes", state.refusedInEpisode == 1, .handshakeLimit), 0)
             }
             state.accepting.insert(channelID)
             state.pendingHandshakes.insert(channelID)
@@ -509,13 +515,15 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             return (nil, state.refusedInEpisode)
         }
         if let refusal = outcome.refusal {
+            configuration.metrics.refused(refusal.kind)
             if refusal.first {
-                let what = refusal.what.hasSuffix("Handshakes") ? "connections are in their handshake" : "connections are open"
+                let what = refusal.kind == .handshakeLimit ? "connections are in their handshake" : "connections are open"
                 logger.warning("Refusing new connections: \(refusal.count) \(what), the limit (\(refusal.what) = \(refusal.limit)). Connections are accepted again when one ends; this is logged once until then.")
             }
             channel.close(promise: nil)
             return
         }
+        configuration.metrics.accepted.increment()
         if outcome.resumedAfter > 0 {
             logger.notice("Accepting connections again after refusing \(outcome.resumedAfter) over the limits.")
         }
@@ -542,8 +550,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         )
         let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
         let inboundLimit = configuration.maximumQueuedInboundBytes
-        let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, ticker: heartbeats, delegate: self) { channel in
-            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit)
+        let metrics = configuration.metrics
+        let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, ticker: heartbeats, metrics: metrics, delegate: self) { channel in
+            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit, metrics: metrics)
             let running = self.withState { state -> Bool in
                 guard state.running else { return false }
                 let id = ObjectIdentifier(connection)
@@ -654,6 +663,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
+        count(reason)
         let error = reason.error(peer: connection.description)
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
         // redialled until the peer is discovered again, and logged once per host and episode.
@@ -700,6 +710,32 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         } else if let error, connection.remote != nil || connection.direction == .inbound {
             // An established connection that ended badly, or a stranger that failed its handshake.
             logger.notice("\(error)")
+        }
+    }
+
+    /// Counts a connection that ended other than in order as refused or dropped.
+    private func count(_ reason: ConnectionStateMachine.CloseReason) {
+        let metrics = configuration.metrics
+        switch reason {
+        case .stopped, .duplicate, .peerSaidBye:
+            break
+        case let .refused(error, _):
+            metrics.refused(error.code == .admissionRefused ? .admission : .security)
+        case let .failed(failure):
+            switch failure {
+            case .handshake: metrics.dropped(.handshakeFailed)
+            case .malformed: metrics.dropped(.malformed)
+            case .frameTooLarge: metrics.dropped(.frameTooLarge)
+            case .timedOut: metrics.dropped(.timedOut)
+            case .tooSlow: metrics.dropped(.tooSlow)
+            case .limitExceeded: metrics.dropped(.limitExceeded)
+            }
+        case .peerFailed:
+            metrics.dropped(.peerError)
+        case .connectionLost:
+            metrics.dropped(.connectionLost)
+        case .transportError:
+            metrics.dropped(.transportError)
         }
     }
 

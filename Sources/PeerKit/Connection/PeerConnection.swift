@@ -27,6 +27,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     let remoteDescription: String
     /// Over this many bytes of unhandled inbound messages, reading pauses.
     let maximumQueuedInboundBytes: Int
+    /// Where the send queue's depth and the bytes written are counted.
+    let metrics: PeerMetrics
 
     /// Above this many queued bytes, ``waitUntilWritable()`` waits…
     static let outboxHighWatermark = 1 << 20
@@ -60,7 +62,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     private let state = NIOLockedValueBox(State())
 
-    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20) {
+    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, metrics: PeerMetrics = .disabled) {
+        self.metrics = metrics
         self.channel = channel
         self.direction = direction
         self.serviceKey = serviceKey
@@ -117,18 +120,19 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Queues a complete frame for writing; an `urgent` one (a ping or pong) goes before any
     /// data still in the outbox. Frames queued after the connection closed are dropped.
     func send(_ frame: ByteBuffer, urgent: Bool = false) {
-        let scheduleDrain = state.withLockedValue { state -> Bool in
-            guard !state.closed else { return false }
+        let (queued, scheduleDrain) = state.withLockedValue { state -> (Bool, Bool) in
+            guard !state.closed else { return (false, false) }
             if urgent {
                 state.urgent.append(frame)
             } else {
                 state.queued.append(frame)
                 state.queuedBytes += frame.readableBytes
             }
-            if state.drainScheduled { return false }
+            if state.drainScheduled { return (true, false) }
             state.drainScheduled = true
-            return true
+            return (true, true)
         }
+        if queued, !urgent { metrics.sendQueueBytes.increment(by: Double(frame.readableBytes)) }
         if scheduleDrain {
             channel.eventLoop.execute { self.drain() }
         }
@@ -162,15 +166,17 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Called by the handler when the connection ends (with `error` saying why, when it was not
     /// orderly): drops the outbox and releases every waiting sender.
     func ended(error: PeerKitError?) {
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+        let (waiters, dropped) = state.withLockedValue { state -> ([CheckedContinuation<Void, Never>], Int) in
             if !state.closed { state.closeError = error }
             state.closed = true
+            let dropped = state.queuedBytes
             state.queued.removeAll()
             state.queuedBytes = 0
             state.urgent.removeAll()
             defer { state.writabilityWaiters = [] }
-            return state.writabilityWaiters
+            return (state.writabilityWaiters, dropped)
         }
+        if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }
         for waiter in waiters { waiter.resume() }
     }
 
@@ -178,6 +184,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// `everything`), and flushes once. Runs on the event loop.
     func drain(everything: Bool = false) {
         var wrote = false
+        var wroteBytes = 0
+        var dequeuedBytes = 0
         var released: [CheckedContinuation<Void, Never>] = []
         while true {
             let next = state.withLockedValue { state -> ByteBuffer? in
@@ -191,13 +199,17 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     return nil
                 }
                 state.queuedBytes -= frame.readableBytes
+                dequeuedBytes += frame.readableBytes
                 return frame
             }
             guard let next else { break }
+            wroteBytes += next.readableBytes
             channel.write(next, promise: nil)
             wrote = true
         }
         if wrote { channel.flush() }
+        if dequeuedBytes > 0 { metrics.sendQueueBytes.decrement(by: Double(dequeuedBytes)) }
+        if wroteBytes > 0 { metrics.wireBytesSent.increment(by: wroteBytes) }
         for waiter in released { waiter.resume() }
     }
 
@@ -233,10 +245,11 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// closing anyway after `timeout`. Runs on the event loop.
     func finish(lastFrame: ByteBuffer?, mode: ConnectionStateMachine.CloseMode, discardQueue: Bool, timeout: TimeAmount) {
         if discardQueue {
-            state.withLockedValue { state in
-                state.queued.removeAll()
-                state.queuedBytes = 0
+            let dropped = state.withLockedValue { state -> Int in
+                defer { state.queued.removeAll(); state.queuedBytes = 0 }
+                return state.queuedBytes
             }
+            if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }
         } else {
             drain(everything: true)
         }
@@ -250,6 +263,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             }
             return
         }
+        metrics.wireBytesSent.increment(by: lastFrame.readableBytes)
         channel.writeAndFlush(lastFrame).whenComplete { _ in
             switch mode {
             case .close:

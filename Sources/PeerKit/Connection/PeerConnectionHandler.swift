@@ -33,15 +33,19 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var lastTick: NIODeadline?
     /// A `read` that arrived while reading was paused, to be passed on when it resumes.
     private var readHeldBack = false
+    private let metrics: PeerMetrics
+    /// Which `peerkit_connections` gauge counts this connection now, if any.
+    private var countedAs: PeerMetrics.ConnectionState?
 
     /// - Parameters:
     ///   - frameLimit: shared with the pipeline's frame decoder; raised to the configuration's
     ///     `maximumFrameLength` when the handshake completes.
     ///   - ticker: ticks this connection's heartbeat together with the others on its event loop;
     ///     nil gives the connection a timer of its own (as tests on an `EmbeddedEventLoop` use).
-    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, ticker: HeartbeatTicker? = nil, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
+    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, ticker: HeartbeatTicker? = nil, metrics: PeerMetrics = .disabled, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
         self.stateMachine = ConnectionStateMachine(configuration: configuration)
         self.ticker = ticker
+        self.metrics = metrics
         self.frameLimit = frameLimit
         self.delegate = delegate
         self.makeConnection = makeConnection
@@ -60,6 +64,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         guard connection == nil else { return }
         let connection = makeConnection(context.channel)
         self.connection = connection
+        count(as: .handshaking)
         perform(stateMachine.activated(now: context.eventLoop.now), context: context)
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -95,6 +100,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
+        // The frame decoder strips the 4-byte length prefix.
+        metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
         let action: ConnectionStateMachine.Action
         do {
             let envelope = try EnvelopeParser.parse(frame)
@@ -134,6 +141,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         heartbeatRegistration?.cancel()
         heartbeatRegistration = nil
         perform(stateMachine.channelClosed(), context: context)
+        count(as: nil)
         context.fireChannelInactive()
     }
 
@@ -175,6 +183,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             connection.send(frame.encode(allocator: context.channel.allocator), urgent: frame.isHeartbeat)
         case let .established(hello):
             frameLimit.current = stateMachine.configuration.maximumFrameLength
+            count(as: .open)
             connection.setRemote(hello)
             delegate.connectionEstablished(connection, remote: hello)
         case let .renamed(name):
@@ -198,6 +207,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
                 discardQueue: discard,
                 timeout: timeout
             )
+            if connection.channel.isActive { count(as: .closing) }
             report(reason, connection: connection)
         case let .reportClosed(reason):
             report(reason, connection: connection)
@@ -207,6 +217,14 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private func report(_ reason: ConnectionStateMachine.CloseReason, connection: PeerConnection) {
         connection.ended(error: reason.error(peer: connection.description))
         delegate.connectionClosed(connection, reason: reason)
+    }
+
+    /// Moves this connection from the gauge it counts in to the one of `state` (none for nil).
+    private func count(as state: PeerMetrics.ConnectionState?) {
+        guard state != countedAs else { return }
+        if let countedAs { metrics.connections(countedAs).decrement() }
+        if let state { metrics.connections(state).increment() }
+        countedAs = state
     }
 
     /// What a message counts against the inbound limit.

@@ -58,20 +58,23 @@ final class MessageDispatcher: InboundMessageSink {
     private let registry: MessageRegistry
     private let pending: PendingRequests
     private let groups: GroupDirectory
+    private let metrics: PeerMetrics
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
 
-    init(registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
+    init(registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, metrics: PeerMetrics = .disabled, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
         self.registry = registry
         self.pending = pending
         self.groups = groups
+        self.metrics = metrics
         self.logger = logger
         self.reportError = reportError
     }
 
     /// Accepts a message from a connection.
     func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection) {
+        metrics.receivedType(envelope.type).received(payloadBytes: envelope.payload.readableBytes)
         if envelope.replyTo != nil {
             if !pending.resolve(envelope, from: sender.id) {
                 logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
@@ -79,13 +82,14 @@ final class MessageDispatcher: InboundMessageSink {
             return
         }
         let message = Inbound(envelope: envelope, sender: sender, connection: connection)
-        let wake = queue.withLockedValue { queue -> (CheckedContinuation<[Inbound], Never>, [Inbound])? in
-            guard !queue.finished else { return nil }
+        let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<[Inbound], Never>, [Inbound])?) in
+            guard !queue.finished else { return (false, nil) }
             queue.append(message)
-            guard let waiting = queue.waiting else { return nil }
+            guard let waiting = queue.waiting else { return (true, nil) }
             queue.waiting = nil
-            return (waiting, queue.takeRound())
+            return (true, (waiting, queue.takeRound()))
         }
+        if queued { metrics.receiveQueueBytes.increment(by: Double(PeerConnectionHandler.cost(of: envelope))) }
         if let (waiting, batch) = wake { waiting.resume(returning: batch) }
     }
 
@@ -106,7 +110,9 @@ final class MessageDispatcher: InboundMessageSink {
             if batch.isEmpty { return }
             for message in batch {
                 await handle(message)
-                message.connection.inboundHandled(PeerConnectionHandler.cost(of: message.envelope))
+                let cost = PeerConnectionHandler.cost(of: message.envelope)
+                metrics.receiveQueueBytes.decrement(by: Double(cost))
+                message.connection.inboundHandled(cost)
             }
         }
     }
@@ -151,6 +157,7 @@ final class MessageDispatcher: InboundMessageSink {
         do {
             let reply = try await handler.handle(envelope.payload, message.sender)
             if let reply, let id = envelope.id {
+                metrics.usedType(reply.type).sent(payloadBytes: reply.payload.readableBytes)
                 message.connection.send(reply.frame(replyTo: id))
             }
         } catch let error as PeerKitError {

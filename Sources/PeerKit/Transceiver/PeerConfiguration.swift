@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import NIOCore
@@ -102,6 +103,11 @@ public struct PeerConfiguration: Sendable {
     public var admission: PeerAdmission?
     /// Where PeerKit logs.
     public var logger: Logger
+    /// Where PeerKit's metrics go (`peerkit_…` counters, gauges and a timer; see
+    /// Documentation/Metrics.md). Defaults to `nil`: the factory bootstrapped with swift-metrics'
+    /// `MetricsSystem` when the transceiver is created (which records nothing unless the program
+    /// bootstrapped one). Set it to keep one transceiver's metrics apart, as tests do.
+    public var metricsFactory: (any MetricsFactory)?
     /// The event loops that run the sockets. Defaults to NIO's shared singleton group.
     public var eventLoopGroup: any EventLoopGroup
 
@@ -131,6 +137,7 @@ public struct PeerConfiguration: Sendable {
         self.security = .none
         self.admission = nil
         self.logger = Logger(label: "PeerKit")
+        self.metricsFactory = nil
         self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton
     }
 

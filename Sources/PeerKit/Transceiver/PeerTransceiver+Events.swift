@@ -70,7 +70,7 @@ extension PeerTransceiver {
                     case let .peerConnected(peer) where predicate(peer):
                         return peer
                     case let .error(error):
-                        if case .discoveryUnavailable = error { throw error }
+                        if error.code == .discoveryUnavailable { throw error }
                     case .stopped:
                         throw PeerKitError.notRunning
                     default:

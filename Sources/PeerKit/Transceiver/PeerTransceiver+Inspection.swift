@@ -44,9 +44,11 @@ extension PeerTransceiver {
             }
             return connection
         }
+        let counters = metrics.usedType(encoded.type)
         for connection in connections {
             try await connection.waitUntilWritable()
             connection.send(encoded.frame())
+            counters.sent(payloadBytes: encoded.payload.readableBytes)
         }
     }
 

@@ -15,7 +15,9 @@ extension PeerTransceiver {
     /// Registers `handler` for messages of type `T`; `sender` is the peer of the connection the
     /// message arrived on (never taken from the message itself).
     public func receive<T: Decodable & SendableMetatype>(_ type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async -> Void) {
-        registry.register(peerMessageType(of: T.self), .init { payload, sender in
+        let key = peerMessageType(of: T.self)
+        _ = metrics.usedType(key)  // from now on, messages of this key are counted under it
+        registry.register(key, .init { payload, sender in
             let value = try MessageCodec.decode(T.self, from: payload, syntaxChecked: true)
             await handler(value, sender)
             return nil
@@ -32,7 +34,9 @@ extension PeerTransceiver {
     /// }
     /// ```
     public func respond<T: Decodable & SendableMetatype, R: Encodable & SendableMetatype>(to type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async throws -> R) {
-        registry.register(peerMessageType(of: T.self), .init { payload, sender in
+        let key = peerMessageType(of: T.self)
+        _ = metrics.usedType(key)  // from now on, messages of this key are counted under it
+        registry.register(key, .init { payload, sender in
             let value = try MessageCodec.decode(T.self, from: payload, syntaxChecked: true)
             let reply = try await handler(value, sender)
             return try MessageCodec.encode(reply)
@@ -51,10 +55,13 @@ extension PeerTransceiver {
     public func broadcast<T: Encodable>(_ payload: T) {
         do {
             let session = try runningSession()
-            let frame = try MessageCodec.encode(payload).frame()
-            for connection in session.manager.activeConnections() {
+            let message = try MessageCodec.encode(payload)
+            let frame = message.frame()
+            let connections = session.manager.activeConnections()
+            for connection in connections {
                 connection.send(frame)
             }
+            metrics.usedType(message.type).sent(payloadBytes: message.payload.readableBytes, count: connections.count)
         } catch {
             let error = error as? PeerKitError ?? .encodingFailed(type: peerMessageType(of: T.self), reason: "\(error)")
             logger.warning("Broadcast failed: \(error)")
@@ -80,10 +87,13 @@ extension PeerTransceiver {
             }
             return connection
         }
-        let frame = try MessageCodec.encode(payload).frame()
+        let message = try MessageCodec.encode(payload)
+        let frame = message.frame()
+        let counters = metrics.usedType(message.type)
         for connection in connections {
             try await connection.waitUntilWritable()
             connection.send(frame)
+            counters.sent(payloadBytes: message.payload.readableBytes)
         }
     }
 }

@@ -19,8 +19,9 @@ extension PeerTransceiver {
         expecting: R.Type,
         timeout: Duration = .seconds(5)
     ) async throws -> R {
-        let reply = try await exchange(MessageCodec.encode(payload), with: peer, timeout: timeout)
         let expectedType = peerMessageType(of: R.self)
+        _ = metrics.usedType(expectedType)  // the reply is counted under its own type key
+        let reply = try await exchange(MessageCodec.encode(payload), with: peer, timeout: timeout)
         guard reply.type == expectedType else {
             throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
         }
@@ -40,7 +41,29 @@ extension PeerTransceiver {
         let pending = pending
         pending.register(id: id, peerID: peer.id)
         defer { pending.remove(id: id) }
-        let reply: Envelope = try await withTaskCancellationHandler {
+        let metrics = metrics
+        let counters = metrics.usedType(message.type)
+        let started = ContinuousClock.now
+        let reply: Envelope
+        do {
+            reply = try await send(message, id: id, group: group, on: connection, to: peer, timeout: timeout, counters: counters)
+        } catch let error as PeerKitError {
+            if error.code == .requestTimedOut { metrics.requestsTimedOut.increment() }
+            throw error
+        }
+        metrics.requestDuration.recordNanoseconds((ContinuousClock.now - started).timeAmount.nanoseconds)
+        if reply.type == EnvelopeType.error {
+            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload, syntaxChecked: true).reason) ?? "no reason given"
+            throw PeerKitError.remoteError(reason: reason, peer: peer.name)
+        }
+        return reply
+    }
+
+    /// Sends the request registered as `id` and waits for what ends it: its reply, its timeout,
+    /// its cancellation or its peer's disconnection.
+    private func send(_ message: EncodedMessage, id: String, group: String?, on connection: PeerConnection, to peer: Peer, timeout: Duration, counters: PeerMetrics.TypeMetrics) async throws -> Envelope {
+        let pending = pending
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 if let failure = pending.attach(id: id, continuation: continuation) {
                     // Cancelled (or disconnected) before the request was sent: send nothing.
@@ -52,14 +75,10 @@ extension PeerTransceiver {
                 }
                 pending.setTimeout(id: id, timer)
                 connection.send(message.frame(id: id, group: group))
+                counters.sent(payloadBytes: message.payload.readableBytes)
             }
         } onCancel: {
             pending.fail(id: id, with: CancellationError())
         }
-        if reply.type == EnvelopeType.error {
-            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload, syntaxChecked: true).reason) ?? "no reason given"
-            throw PeerKitError.remoteError(reason: reason, peer: peer.name)
-        }
-        return reply
     }
 }

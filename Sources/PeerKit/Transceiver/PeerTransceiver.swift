@@ -43,6 +43,8 @@ public final class PeerTransceiver: Service, Sendable {
     let hub = PeerEventHub()
     /// Group membership: ours (kept across restarts) and that of connected peers.
     let groupDirectory: GroupDirectory
+    /// The transceiver's metrics, kept across restarts.
+    let metrics: PeerMetrics
     private let requestCounter = Atomic<UInt64>(0)
     private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
 
@@ -70,6 +72,7 @@ public final class PeerTransceiver: Service, Sendable {
             maximumGroupNameLength: configuration.maximumGroupNameLength,
             maximumGroupsPerPeer: configuration.maximumGroupsPerPeer
         ))
+        self.metrics = PeerMetrics(factory: configuration.metricsFactory)
     }
 
     deinit {
@@ -172,7 +175,7 @@ public final class PeerTransceiver: Service, Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         return lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>)? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, groups: groupDirectory, hub: hub)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
             lifecycle = .starting(session)
             // Under the lock, so that the closures see every event of this run and no other.
             return (session, hub.beginCallbacks())

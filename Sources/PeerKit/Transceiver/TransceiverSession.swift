@@ -28,7 +28,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var stopWaiter: CheckedContinuation<[EventLoopFuture<Void>], Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub) {
+    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -60,12 +60,13 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 connectTimeout: configuration.connectTimeout.timeAmount,
                 backoff: configuration.reconnectBackoff,
                 security: security,
-                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount)
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount),
+                metrics: metrics
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger
         )
-        dispatcher = MessageDispatcher(registry: registry, pending: pending, groups: groups, logger: configuration.logger) { error in
+        dispatcher = MessageDispatcher(registry: registry, pending: pending, groups: groups, metrics: metrics, logger: configuration.logger) { error in
             hub.publish(.error(error))
         }
         switch configuration.discovery {

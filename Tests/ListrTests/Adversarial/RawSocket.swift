@@ -73,6 +73,18 @@ struct RawSocket: Sendable {
         return bytes
     }
 
+    /// Everything the other side sends until it closes (or until an error or timeout).
+    func readToEnd() -> [UInt8] {
+        var result: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let got = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress!, $0.count, 0) }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { return result }
+            result += buffer[0..<got]
+        }
+    }
+
     /// The next frame's JSON text; nil on end of stream, error or timeout.
     func readFrame() -> String? {
         guard let header = read(count: 4) else { return nil }

@@ -26,7 +26,7 @@ struct AdmissionTests {
         let serverPeer = try await mallory.waitForPeer(timeout: .seconds(20))
         try? await mallory.send(Note(text: "let me in"), to: [serverPeer])
         try await within(20, "the refusal") {
-            while !serverLog.errors.contains(where: { if case .admissionRefused = $0 { return true } else { return false } }) {
+            while !serverLog.errors.contains(where: { $0.code == .admissionRefused }) {
                 try await Task.sleep(for: .milliseconds(20))
             }
         }

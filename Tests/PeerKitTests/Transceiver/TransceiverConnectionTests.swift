@@ -105,7 +105,8 @@ struct TransceiverConnectionTests {
         // The raw peer reads the pings but never answers.
         #expect(await raw.nextFrame(skipping: [#"{"type":"peerkit.hello""#]) == #"{"type":"peerkit.ping","id":"ping-1","payload":{}}"#)
         let event = try await nextEvent(events, "peerDisconnected") { if case .peerDisconnected = $0 { return true } else { return false } }
-        guard case let .peerDisconnected(peer, reason) = event, case let .peerTimedOut(name, silence)? = reason else {
+        guard case let .peerDisconnected(peer, reason?) = event, reason.code == .peerTimedOut,
+              let name = reason.peer, let silence = reason.silence else {
             Issue.record("expected a timeout, got \(event)")
             return
         }

@@ -219,7 +219,7 @@ struct TransceiverMessagingTests {
         let error = await #expect(throws: PeerKitError.self) {
             _ = try await spoke.request(Question(text: String(repeating: "x", count: 2000)), to: hubPeer, expecting: Answer.self)
         }
-        guard case let .remoteError(reason, _)? = error else {
+        guard let error, error.code == .remoteError, let reason = error.reason else {
             Issue.record("expected the hub's reason, got \(String(describing: error))")
             return
         }
