@@ -70,6 +70,18 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case advertisedSecurityMismatch(service: String, theirs: String, ours: String)
     /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
     case admissionRefused(peer: String)
+    /// A ``PeerIdentity`` or ``PeerTrust`` could not be made (unreadable or malformed PEM, a key
+    /// that is not the certificate's, a key file others can read, a malformed fingerprint).
+    case invalidIdentity(reason: String)
+    /// In certificates mode, a peer presented a certificate whose public key is neither pinned nor
+    /// signed by a trusted CA; closed during the TLS handshake, before anything was read from it.
+    case certificateNotTrusted(peer: String, fingerprint: String?, reason: String)
+    /// In certificates mode, the peer refused our certificate (it does not trust our key);
+    /// closed during the TLS handshake.
+    case certificateRefused(peer: String, ourFingerprint: String, detail: String)
+    /// In certificates mode, a peer's hello claimed a peer ID that is not its certificate's
+    /// public-key fingerprint; closed before any message of it was dispatched.
+    case peerIDNotBound(peer: String, claimed: String, fingerprint: String)
 
     /// The error as a sentence naming the values involved: what happened and what to do.
     public var description: String {
@@ -136,6 +148,17 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
         case let .admissionRefused(peer):
             return "The admission hook refused \(peer); its connection was closed."
+        case let .invalidIdentity(reason):
+            return "The certificate identity or trust cannot be used: \(reason). Make an identity with PeerIdentity.generate() (or `peerkit identity create PATH`) and pin its fingerprint on the other peers."
+        case let .certificateNotTrusted(peer, fingerprint, reason):
+            guard let fingerprint else {
+                return "\(peer.capitalizedFirst) is not trusted: \(reason). In certificates mode every peer presents a certificate whose key is pinned (PeerTrust.pinned) or signed by a CA in PeerTrust.certificateAuthorities. The connection was closed before anything was read from it."
+            }
+            return "\(peer.capitalizedFirst) presented a certificate whose public key has the fingerprint \(fingerprint), which we do not trust: \(reason). If this peer is yours, pin that fingerprint (PeerTrust.pinned) or have its certificate signed by a CA in PeerTrust.certificateAuthorities. The connection was closed before anything was read from it."
+        case let .certificateRefused(peer, ourFingerprint, detail):
+            return "\(peer.capitalizedFirst) refused our certificate (\(detail)): it does not trust our public key, fingerprint \(ourFingerprint). Pin that fingerprint on the peer, or have our certificate signed by a CA it trusts. The connection was closed before anything was read from it."
+        case let .peerIDNotBound(peer, claimed, fingerprint):
+            return "\(peer.capitalizedFirst) claimed the peer ID \"\(LogSafe.text(claimed, maximumBytes: 64))\", but \(ConnectionStateMachine.unboundPeerIDReason), and its key's fingerprint is \(fingerprint); a certificate of one peer cannot be used to pose as another. The connection was closed before any of its messages was dispatched."
         }
     }
 }
@@ -146,14 +169,15 @@ extension PeerKitError {
     public var isSecurityRefusal: Bool {
         switch self {
         case .keyMismatch, .plaintextPeer, .tlsPeer, .securityModeMismatch, .securityHandshakeFailed,
-             .advertisedSecurityMismatch, .admissionRefused:
+             .advertisedSecurityMismatch, .admissionRefused, .certificateNotTrusted, .certificateRefused, .peerIDNotBound:
             return true
         case let .handshakeFailed(reason, _):
-            // A TLS server's refusal as a plaintext client reads it (see SecurityModeSniffer).
-            return reason.contains(SecurityModeSniffer.tlsRequiredReason)
+            // A TLS server's refusal as a plaintext client reads it (see SecurityModeSniffer), or a
+            // certificate-mode peer's refusal of our peer ID.
+            return reason.contains(SecurityModeSniffer.tlsRequiredReason) || reason.contains(ConnectionStateMachine.unboundPeerIDReason)
         case let .remoteError(reason, _):
-            // The peer's admission hook refused us (see AdmissionGate).
-            return reason.contains(AdmissionGate.refusedReason)
+            // The peer's admission hook refused us (see AdmissionGate), or it refused our peer ID.
+            return reason.contains(AdmissionGate.refusedReason) || reason.contains(ConnectionStateMachine.unboundPeerIDReason)
         default:
             return false
         }

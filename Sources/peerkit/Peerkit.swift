@@ -16,7 +16,7 @@ struct Peerkit: AsyncParsableCommand {
         \(ExitStatus.help([.success, .refused, .usage, .unavailable, .software]))
         """,
         version: PeerKitVersion.current,
-        subcommands: [Browse.self, Tail.self, Send.self, Request.self, Ping.self, Node.self]
+        subcommands: [Browse.self, Tail.self, Send.self, Request.self, Ping.self, Node.self, Identity.self]
     )
 
     /// The options every subcommand takes, accepted here too so that they may come before the

@@ -79,8 +79,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Whether reading is paused because this peer's messages wait for their handlers.
     var isReadingPaused: Bool { state.withLockedValue { $0.readingPaused } }
 
-    func setRemote(_ hello: Hello) {
-        let peer = Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true)
+    /// Records the peer's hello and, in certificates mode, its verified public-key fingerprint.
+    func setRemote(_ hello: Hello, fingerprint: String? = nil) {
+        let peer = Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true, fingerprint: fingerprint)
         state.withLockedValue {
             $0.remote = hello
             $0.peer = peer
