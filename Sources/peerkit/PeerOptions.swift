@@ -112,15 +112,47 @@ struct PeerOptions: ParsableArguments {
         PeerTransceiver(configuration: try configuration(serviceType: serviceType))
     }
 
+    /// Starts `transceiver` and returns its events from before it started, for ``peer(named:on:events:)``.
+    func start(_ transceiver: PeerTransceiver) async throws -> AsyncStream<PeerEvent> {
+        let events = transceiver.events()
+        try await transceiver.start()
+        return events
+    }
+
     /// Waits for the peer named `name`, or for the first peer when `name` is nil.
-    func peer(named name: String?, on transceiver: PeerTransceiver) async throws -> Peer {
-        try await transceiver.waitForPeer(timeout: timeoutDuration) { peer in name.map { peer.name == $0 } ?? true }
+    ///
+    /// With `--static`, once every peer given was refused for security (another mode or key, an
+    /// untrusted certificate; `events` from ``start(_:)`` tell), it throws that refusal at once
+    /// rather than waiting out the timeout: nobody else will answer.
+    func peer(named name: String?, on transceiver: PeerTransceiver, events: AsyncStream<PeerEvent>) async throws -> Peer {
+        let timeout = timeoutDuration
+        let staticCount = staticPeers.count
+        return try await withThrowingTaskGroup(of: Peer?.self) { group in
+            group.addTask {
+                try await transceiver.waitForPeer(timeout: timeout) { peer in name.map { peer.name == $0 } ?? true }
+            }
+            group.addTask {
+                var refusals = 0
+                for await event in events {
+                    guard staticCount > 0, case let .error(error) = event, error.isSecurityRefusal else { continue }
+                    refusals += 1
+                    if refusals >= staticCount { throw error }
+                }
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let peer = next { return peer }
+            }
+            throw PeerKitError.notRunning
+        }
     }
 
     /// Prints `error` to standard error and returns the exit status for it.
     func fail(_ error: any Error) -> ExitCode {
         let status: ExitStatus
         switch error {
+        case let error as PeerKitError where error.isSecurityRefusal: status = .noPermission
         case PeerKitError.remoteError: status = .refused
         case PeerKitError.listenFailed, PeerKitError.invalidDiscoveryInfo: status = .software
         case let error as ExitCode: return error

@@ -15,8 +15,8 @@ extension Peerkit {
         func run() async throws {
             let transceiver = try options.transceiver(serviceType: message.serviceType)
             do {
-                try await transceiver.start()
-                let first = try await options.peer(named: message.to, on: transceiver)
+                let events = try await options.start(transceiver)
+                let first = try await options.peer(named: message.to, on: transceiver, events: events)
                 let peers = message.to == nil ? transceiver.connectedPeers : [first]
                 try await transceiver.send(message.message, to: peers)
                 await transceiver.shutdown()

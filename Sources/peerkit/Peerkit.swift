@@ -13,7 +13,7 @@ struct Peerkit: AsyncParsableCommand {
         --advertise is given, does not advertise itself), does its work, says bye and exits. The options \
         below go before or after the subcommand.
 
-        \(ExitStatus.help([.success, .refused, .usage, .unavailable, .software]))
+        \(ExitStatus.help([.success, .refused, .usage, .unavailable, .software, .noPermission]))
         """,
         version: PeerKitVersion.current,
         subcommands: [Browse.self, Tail.self, Send.self, Request.self, Ping.self, Node.self, Identity.self]
