@@ -33,7 +33,8 @@ RATIOS = [
                       ("JSON floor", "json.floor.100")]),
 ]
 # What security costs: each TLS figure against the same measurement in plaintext, in the same run.
-RATIOS += [(f"pk.sec.psk.{what}", [("plaintext", f"pk.sec.none.{what}")])
+RATIOS += [(f"pk.sec.{mode}.{what}", [("plaintext", f"pk.sec.none.{what}")])
+           for mode in ("psk", "cert")
            for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
 RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "plaintext"]
 

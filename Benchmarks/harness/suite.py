@@ -331,7 +331,7 @@ class Suite:
                              100, n(self.args.peerkit_messages // receivers), 20_000, receivers)["msgsPerSec"])
 
         self.log("PeerKit security: the same measurements with and without TLS, in this run")
-        for security in ("none", "psk"):
+        for security in ("none", "psk", "cert"):
             self.measure(f"pk.sec.{security}.tput.100", f"PeerKit 100 B one-way, security {security}", "msgs/s", runs,
                          lambda security=security: self.peerkit_throughput(
                              100, n(self.args.peerkit_messages), 20_000, security=security)["msgsPerSec"])

@@ -18,7 +18,7 @@ struct CommonOptions: ParsableArguments {
     var logLevel: Logger.Level = .warning
 
     /// The security of the measured transceivers; every process of one measurement must agree.
-    @Option(help: "none (plaintext) or psk (TLS 1.2 ECDHE-PSK-CHACHA20-POLY1305 with a fixed benchmark key).")
+    @Option(help: "none (plaintext), psk (TLS 1.2 ECDHE-PSK-CHACHA20-POLY1305 with a fixed benchmark key) or cert (mutual TLS 1.3, each process with its own certificate from a fixed benchmark CA).")
     var security: BenchSecurity = .none
 
     /// ``security`` as PeerKit's setting. The psk key is fixed, so that separate processes share it
@@ -29,6 +29,12 @@ struct CommonOptions: ParsableArguments {
         case .psk:
             // 32 fixed bytes cannot fail PeerKey's length check.
             return (try? PeerKey(bytes: (0..<32).map { UInt8($0) })).map { .preSharedKey($0) } ?? .none
+        case .cert:
+            do {
+                return try BenchAuthority.security()
+            } catch {
+                Report.fail("The benchmark certificate could not be made: \(error)")
+            }
         }
     }
 
@@ -48,5 +54,5 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 /// The values of `--security`.
 enum BenchSecurity: String, ExpressibleByArgument {
-    case none, psk
+    case none, psk, cert
 }

@@ -94,6 +94,14 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let advertisedSecurityMismatch = Code("advertisedSecurityMismatch")
         /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
         public static let admissionRefused = Code("admissionRefused")
+        /// In certificates mode, a peer's hello claimed a peer ID that is not its certificate's public-key fingerprint; closed before any message of it was dispatched.
+        public static let peerIDNotBound = Code("peerIDNotBound")
+        /// In certificates mode, the peer refused our certificate (it does not trust our key); closed during the TLS handshake.
+        public static let certificateRefused = Code("certificateRefused")
+        /// In certificates mode, a peer presented a certificate whose public key is neither pinned nor signed by a trusted CA; closed during the TLS handshake, before anything was read from it.
+        public static let certificateNotTrusted = Code("certificateNotTrusted")
+        /// A ``PeerIdentity`` or ``PeerTrust`` could not be made (unreadable or malformed PEM, a key that is not the certificate's, a key file others can read, a malformed fingerprint).
+        public static let invalidIdentity = Code("invalidIdentity")
         /// A group name cannot be used, or this transceiver cannot join one more group.
         public static let invalidGroup = Code("invalidGroup")
         /// A peer went over one of the limits on what it may make this transceiver keep (such as ``PeerConfiguration/maximumGroupsPerPeer``); it was disconnected.
@@ -138,6 +146,10 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case alreadyRunning
         case peerExceededLimit(peer: String, reason: String)
         case invalidGroup(String, reason: String)
+        case invalidIdentity(reason: String)
+        case certificateNotTrusted(peer: String, fingerprint: String?, reason: String)
+        case certificateRefused(peer: String, ourFingerprint: String, detail: String)
+        case peerIDNotBound(peer: String, claimed: String, fingerprint: String)
     }
 
     /// The error's kind and values.
@@ -181,6 +193,10 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case .securityHandshakeFailed: .securityHandshakeFailed
         case .advertisedSecurityMismatch: .advertisedSecurityMismatch
         case .admissionRefused: .admissionRefused
+        case .peerIDNotBound: .peerIDNotBound
+        case .certificateRefused: .certificateRefused
+        case .certificateNotTrusted: .certificateNotTrusted
+        case .invalidIdentity: .invalidIdentity
         case .invalidGroup: .invalidGroup
         case .peerExceededLimit: .peerExceededLimit
         case .alreadyRunning: .alreadyRunning
@@ -204,7 +220,7 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The `reason` the sentence names, for the codes that have one (`invalidServiceType`, `invalidDiscoveryInfo`, `invalidPeerName`, `invalidConfiguration`, `listenFailed`, `discoveryUnavailable`, `malformedFrame`, `handshakeFailed`, `payloadDecodingFailed`, `encodingFailed`, `connectionFailed`, `remoteError`, `invalidKey`, `securitySetupFailed`, `securityHandshakeFailed`, `peerExceededLimit`, `invalidGroup`); nil for the others.
+    /// The `reason` the sentence names, for the codes that have one (`invalidServiceType`, `invalidDiscoveryInfo`, `invalidPeerName`, `invalidConfiguration`, `listenFailed`, `discoveryUnavailable`, `malformedFrame`, `handshakeFailed`, `payloadDecodingFailed`, `encodingFailed`, `connectionFailed`, `remoteError`, `invalidKey`, `securitySetupFailed`, `securityHandshakeFailed`, `peerExceededLimit`, `invalidGroup`, `invalidIdentity`, `certificateNotTrusted`); nil for the others.
     public var reason: String? {
         switch storage {
         case let .invalidServiceType(_, value): value
@@ -224,6 +240,8 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .securityHandshakeFailed(_, value): value
         case let .peerExceededLimit(_, value): value
         case let .invalidGroup(_, value): value
+        case let .invalidIdentity(value): value
+        case let .certificateNotTrusted(_, _, value): value
         default: nil
         }
     }
@@ -277,7 +295,7 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The `peer` the sentence names, for the codes that have one (`frameTooLarge`, `malformedFrame`, `handshakeFailed`, `peerTimedOut`, `peerNotConnected`, `peerTooSlow`, `requestTimedOut`, `connectionClosed`, `connectionFailed`, `remoteError`, `unexpectedReply`, `keyMismatch`, `plaintextPeer`, `tlsPeer`, `securityModeMismatch`, `securityHandshakeFailed`, `admissionRefused`, `peerExceededLimit`); nil for the others.
+    /// The `peer` the sentence names, for the codes that have one (`frameTooLarge`, `malformedFrame`, `handshakeFailed`, `peerTimedOut`, `peerNotConnected`, `peerTooSlow`, `requestTimedOut`, `connectionClosed`, `connectionFailed`, `remoteError`, `unexpectedReply`, `keyMismatch`, `plaintextPeer`, `tlsPeer`, `securityModeMismatch`, `securityHandshakeFailed`, `admissionRefused`, `peerExceededLimit`, `certificateNotTrusted`, `certificateRefused`, `peerIDNotBound`); nil for the others.
     public var peer: String? {
         switch storage {
         case let .frameTooLarge(_, _, value): value
@@ -298,6 +316,34 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .securityHandshakeFailed(value, _): value
         case let .admissionRefused(value): value
         case let .peerExceededLimit(value, _): value
+        case let .certificateNotTrusted(value, _, _): value
+        case let .certificateRefused(value, _, _): value
+        case let .peerIDNotBound(value, _, _): value
+        default: nil
+        }
+    }
+
+    /// The `claimed` the sentence names, for the codes that have one (`peerIDNotBound`); nil for the others.
+    public var claimed: String? {
+        switch storage {
+        case let .peerIDNotBound(_, value, _): value
+        default: nil
+        }
+    }
+
+    /// The `ourFingerprint` the sentence names, for the codes that have one (`certificateRefused`); nil for the others.
+    public var ourFingerprint: String? {
+        switch storage {
+        case let .certificateRefused(_, value, _): value
+        default: nil
+        }
+    }
+
+    /// The `fingerprint` the sentence names, for the codes that have one (`certificateNotTrusted`, `peerIDNotBound`); nil for the others.
+    public var fingerprint: String? {
+        switch storage {
+        case let .certificateNotTrusted(_, value, _): value
+        case let .peerIDNotBound(_, _, value): value
         default: nil
         }
     }
@@ -378,11 +424,12 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The `detail` the sentence names, for the codes that have one (`keyMismatch`, `securityModeMismatch`); nil for the others.
+    /// The `detail` the sentence names, for the codes that have one (`keyMismatch`, `securityModeMismatch`, `certificateRefused`); nil for the others.
     public var detail: String? {
         switch storage {
         case let .keyMismatch(_, _, value): value
         case let .securityModeMismatch(_, _, value): value
+        case let .certificateRefused(_, _, value): value
         default: nil
         }
     }
@@ -580,6 +627,26 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         PeerKitError(.admissionRefused(peer: peer))
     }
 
+    /// In certificates mode, a peer's hello claimed a peer ID that is not its certificate's public-key fingerprint; closed before any message of it was dispatched.
+    public static func peerIDNotBound(peer: String, claimed: String, fingerprint: String) -> PeerKitError {
+        PeerKitError(.peerIDNotBound(peer: peer, claimed: claimed, fingerprint: fingerprint))
+    }
+
+    /// In certificates mode, the peer refused our certificate (it does not trust our key); closed during the TLS handshake.
+    public static func certificateRefused(peer: String, ourFingerprint: String, detail: String) -> PeerKitError {
+        PeerKitError(.certificateRefused(peer: peer, ourFingerprint: ourFingerprint, detail: detail))
+    }
+
+    /// In certificates mode, a peer presented a certificate whose public key is neither pinned nor signed by a trusted CA; closed during the TLS handshake, before anything was read from it.
+    public static func certificateNotTrusted(peer: String, fingerprint: String?, reason: String) -> PeerKitError {
+        PeerKitError(.certificateNotTrusted(peer: peer, fingerprint: fingerprint, reason: reason))
+    }
+
+    /// A ``PeerIdentity`` or ``PeerTrust`` could not be made (unreadable or malformed PEM, a key that is not the certificate's, a key file others can read, a malformed fingerprint).
+    public static func invalidIdentity(reason: String) -> PeerKitError {
+        PeerKitError(.invalidIdentity(reason: reason))
+    }
+
     /// A group name cannot be used, or this transceiver cannot join one more group.
     public static func invalidGroup(_ group: String, reason: String) -> PeerKitError {
         PeerKitError(.invalidGroup(group, reason: reason))
@@ -659,6 +726,17 @@ extension PeerKitError.Storage: CustomStringConvertible {
             return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
         case let .admissionRefused(peer):
             return "The admission hook refused \(peer); its connection was closed."
+        case let .peerIDNotBound(peer, claimed, fingerprint):
+            return "\(peer.capitalizedFirst) claimed the peer ID \"\(LogSafe.text(claimed, maximumBytes: 64))\", but \(ConnectionStateMachine.unboundPeerIDReason), and its key's fingerprint is \(fingerprint); a certificate of one peer cannot be used to pose as another. The connection was closed before any of its messages was dispatched."
+        case let .certificateRefused(peer, ourFingerprint, detail):
+            return "\(peer.capitalizedFirst) refused our certificate (\(detail)): it does not trust our public key, fingerprint \(ourFingerprint). Pin that fingerprint on the peer, or have our certificate signed by a CA it trusts. The connection was closed before anything was read from it."
+        case let .certificateNotTrusted(peer, fingerprint, reason):
+            guard let fingerprint else {
+                return "\(peer.capitalizedFirst) is not trusted: \(reason). In certificates mode every peer presents a certificate whose key is pinned (PeerTrust.pinned) or signed by a CA in PeerTrust.certificateAuthorities. The connection was closed before anything was read from it."
+            }
+            return "\(peer.capitalizedFirst) presented a certificate whose public key has the fingerprint \(fingerprint), which we do not trust: \(reason). If this peer is yours, pin that fingerprint (PeerTrust.pinned) or have its certificate signed by a CA in PeerTrust.certificateAuthorities. The connection was closed before anything was read from it."
+        case let .invalidIdentity(reason):
+            return "The certificate identity or trust cannot be used: \(reason). Make an identity with PeerIdentity.generate() (or `peerkit identity create PATH`) and pin its fingerprint on the other peers."
         case let .invalidGroup(group, reason):
             return "The group \"\(LogSafe.text(group, maximumBytes: 80))\" cannot be used: \(reason)."
         case let .peerExceededLimit(peer, reason):
@@ -675,14 +753,15 @@ extension PeerKitError {
     public var isSecurityRefusal: Bool {
         switch storage {
         case .keyMismatch, .plaintextPeer, .tlsPeer, .securityModeMismatch, .securityHandshakeFailed,
-             .advertisedSecurityMismatch, .admissionRefused:
+             .advertisedSecurityMismatch, .admissionRefused, .certificateNotTrusted, .certificateRefused, .peerIDNotBound:
             return true
         case let .handshakeFailed(reason, _):
-            // A TLS server's refusal as a plaintext client reads it (see SecurityModeSniffer).
-            return reason.contains(SecurityModeSniffer.tlsRequiredReason)
+            // A TLS server's refusal as a plaintext client reads it (see SecurityModeSniffer), or a
+            // certificate-mode peer's refusal of our peer ID.
+            return reason.contains(SecurityModeSniffer.tlsRequiredReason) || reason.contains(ConnectionStateMachine.unboundPeerIDReason)
         case let .remoteError(reason, _):
-            // The peer's admission hook refused us (see AdmissionGate).
-            return reason.contains(AdmissionGate.refusedReason)
+            // The peer's admission hook refused us (see AdmissionGate), or it refused our peer ID.
+            return reason.contains(AdmissionGate.refusedReason) || reason.contains(ConnectionStateMachine.unboundPeerIDReason)
         default:
             return false
         }

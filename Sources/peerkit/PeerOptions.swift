@@ -33,14 +33,20 @@ struct PeerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Talk TLS with a pre-shared key stretched from this passphrase (scrypt).", valueName: "passphrase"))
     var passphrase: String?
 
+    @Option(help: ArgumentHelp("Talk mutual TLS 1.3 as the identity PATH.pem (certificate) and PATH.key (private key, mode 0600), as `peerkit identity create PATH` writes them; needs --trust or --trust-ca.", valueName: "path"))
+    var identity: String?
+
+    @Option(help: ArgumentHelp("With --identity: trust the peer whose public key has this SHA-256 fingerprint (as `peerkit identity create` prints it); repeatable.", valueName: "fingerprint"))
+    var trust: [String] = []
+
+    @Option(help: ArgumentHelp("With --identity: trust every peer whose certificate a CA in this PEM file signed; repeatable.", valueName: "path"))
+    var trustCa: [String] = []
+
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
 
     @Flag(help: "Log what PeerKit does to standard error.")
     var verbose = false
-
-    // TODO(lead): add --key-file PATH and --insecure as listrd/listrctl have them, once
-    // `PeerConfiguration.security` exists (the security branch); this branch has no such API.
 
     func validate() throws {
         for entry in staticPeers where PeerEndpoint(entry) == nil {
@@ -75,6 +81,18 @@ struct PeerOptions: ParsableArguments {
         do {
             if let keyFile, passphrase != nil {
                 throw ValidationError("--key-file \(keyFile) and --passphrase both name a key; give one of them.")
+            } else if let identity {
+                guard keyFile == nil, passphrase == nil else {
+                    throw ValidationError("--identity and a pre-shared key (--key-file, --passphrase) are two security modes; give one of them.")
+                }
+                guard !trust.isEmpty || !trustCa.isEmpty else {
+                    throw ValidationError("--identity \(identity) needs the peers to trust: give --trust FINGERPRINT or --trust-ca PATH.")
+                }
+                let loaded = try PeerIdentity(certificateFile: identity + ".pem", keyFile: identity + ".key")
+                let roots = try trustCa.flatMap { try PeerTrust.certificateAuthorities(file: $0).certificateAuthorities }
+                configuration.security = .certificates(loaded, trust: try PeerTrust(pinnedFingerprints: trust, certificateAuthorities: roots))
+            } else if !trust.isEmpty || !trustCa.isEmpty {
+                throw ValidationError("--trust and --trust-ca need --identity PATH, this peer's own certificate and key.")
             } else if let keyFile {
                 configuration.security = .preSharedKey(try PeerKey(contentsOfFile: keyFile))
             } else if let passphrase {
@@ -94,16 +112,49 @@ struct PeerOptions: ParsableArguments {
         PeerTransceiver(configuration: try configuration(serviceType: serviceType))
     }
 
+    /// Starts `transceiver` and returns its events from before it started, for ``peer(named:on:events:)``.
+    func start(_ transceiver: PeerTransceiver) async throws -> AsyncStream<PeerEvent> {
+        let events = transceiver.events()
+        try await transceiver.start()
+        return events
+    }
+
     /// Waits for the peer named `name`, or for the first peer when `name` is nil.
-    func peer(named name: String?, on transceiver: PeerTransceiver) async throws -> Peer {
-        try await transceiver.waitForPeer(timeout: timeoutDuration) { peer in name.map { peer.name == $0 } ?? true }
+    ///
+    /// With `--static`, once every peer given was refused for security (another mode or key, an
+    /// untrusted certificate; `events` from ``start(_:)`` tell), it throws that refusal at once
+    /// rather than waiting out the timeout: nobody else will answer.
+    func peer(named name: String?, on transceiver: PeerTransceiver, events: AsyncStream<PeerEvent>) async throws -> Peer {
+        let timeout = timeoutDuration
+        let staticCount = staticPeers.count
+        return try await withThrowingTaskGroup(of: Peer?.self) { group in
+            group.addTask {
+                try await transceiver.waitForPeer(timeout: timeout) { peer in name.map { peer.name == $0 } ?? true }
+            }
+            group.addTask {
+                var refusals = 0
+                for await event in events {
+                    guard staticCount > 0, case let .error(error) = event, error.isSecurityRefusal else { continue }
+                    refusals += 1
+                    if refusals >= staticCount { throw error }
+                }
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let peer = next { return peer }
+            }
+            throw PeerKitError.notRunning
+        }
     }
 
     /// Prints `error` to standard error and returns the exit status for it.
     func fail(_ error: any Error) -> ExitCode {
         if let exitCode = error as? ExitCode { return exitCode }
         let status: ExitStatus
-        switch (error as? PeerKitError)?.code {
+        let peerKitError = error as? PeerKitError
+        switch peerKitError?.code {
+        case _ where peerKitError?.isSecurityRefusal == true: status = .noPermission
         case .remoteError?: status = .refused
         case .listenFailed?, .invalidDiscoveryInfo?: status = .software
         default: status = .unavailable

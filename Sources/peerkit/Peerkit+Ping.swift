@@ -41,8 +41,8 @@ extension Peerkit {
             let transceiver = try options.transceiver(serviceType: serviceType)
             var statistics = RoundTripStatistics()
             do {
-                try await transceiver.start()
-                let peer = try await options.peer(named: peerName, on: transceiver)
+                let events = try await options.start(transceiver)
+                let peer = try await options.peer(named: peerName, on: transceiver, events: events)
                 let clock = ContinuousClock()
                 for sequence in 1...count {
                     if sequence > 1 { try await Task.sleep(for: .milliseconds(Int64(interval * 1000))) }

@@ -15,8 +15,8 @@ extension Peerkit {
         func run() async throws {
             let transceiver = try options.transceiver(serviceType: message.serviceType)
             do {
-                try await transceiver.start()
-                let peer = try await options.peer(named: message.to, on: transceiver)
+                let events = try await options.start(transceiver)
+                let peer = try await options.peer(named: message.to, on: transceiver, events: events)
                 let clock = ContinuousClock()
                 let start = clock.now
                 let reply = try await transceiver.request(message.message, to: peer, timeout: options.timeoutDuration)

@@ -31,8 +31,8 @@ extension Peerkit {
                     try await sendToGroup(group, transceiver: transceiver)
                     return
                 }
-                try await transceiver.start()
-                let first = try await options.peer(named: message.to, on: transceiver)
+                let events = try await options.start(transceiver)
+                let first = try await options.peer(named: message.to, on: transceiver, events: events)
                 let peers = message.to == nil ? transceiver.connectedPeers : [first]
                 try await transceiver.send(message.message, to: peers)
                 await transceiver.shutdown()
@@ -49,8 +49,7 @@ extension Peerkit {
 
         /// Waits for the first member of `group` to be known, then sends to every member known.
         private func sendToGroup(_ group: String, transceiver: PeerTransceiver) async throws {
-            let events = transceiver.events()
-            try await transceiver.start()
+            let events = try await options.start(transceiver)
             let timeout = options.timeoutDuration
             let serviceType = message.serviceType
             try await withThrowingTaskGroup(of: Void.self) { tasks in

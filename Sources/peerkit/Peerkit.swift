@@ -13,10 +13,10 @@ struct Peerkit: AsyncParsableCommand {
         --advertise is given, does not advertise itself), does its work, says bye and exits. The options \
         below go before or after the subcommand.
 
-        \(ExitStatus.help([.success, .refused, .usage, .unavailable, .software]))
+        \(ExitStatus.help([.success, .refused, .usage, .unavailable, .software, .noPermission]))
         """,
         version: PeerKitVersion.current,
-        subcommands: [Browse.self, Tail.self, Send.self, Request.self, Ping.self, Node.self]
+        subcommands: [Browse.self, Tail.self, Send.self, Request.self, Ping.self, Node.self, Identity.self]
     )
 
     /// The options every subcommand takes, accepted here too so that they may come before the

@@ -52,7 +52,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var isAvailable: Bool { active != nil || !serviceKeys.isEmpty || pendingDisconnect != nil }
 
         var snapshot: Peer {
-            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: active != nil)
+            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: active != nil, fingerprint: peer.fingerprint)
         }
     }
 
@@ -370,7 +370,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             peer.serviceKeys.insert(service.key)
             if existing != nil, peer.active == nil, peer.peer.name != service.name {
                 // Renamed (a collision) while not connected: show the name it can be found by.
-                peer.peer = Peer(id: peerID, name: service.name, discoveryInfo: peer.peer.discoveryInfo, isConnected: false)
+                peer.peer = Peer(id: peerID, name: service.name, discoveryInfo: peer.peer.discoveryInfo, isConnected: false, fingerprint: peer.peer.fingerprint)
                 if wasAvailable { state.peers[peerID] = peer; state.emit(.availablePeersChanged(Self.available(state))) }
             }
             state.peers[peerID] = peer
@@ -546,7 +546,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             handshakeTimeout: configuration.handshakeTimeout,
             maximumFrameLength: configuration.maximumFrameLength,
             maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
-            slowPeerGracePeriod: configuration.slowPeerGracePeriod
+            slowPeerGracePeriod: configuration.slowPeerGracePeriod,
+            requiresAuthenticatedPeerID: configuration.security.security.boundPeerID != nil
         )
         let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
         let inboundLimit = configuration.maximumQueuedInboundBytes
@@ -601,7 +602,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             var record = existing ?? PeerRecord(peer: Peer(id: remote.peerID, name: remote.name, isConnected: true))
             var info = record.peer.discoveryInfo
             info.merge(remote.discoveryInfo ?? [:]) { _, hello in hello }
-            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: info, isConnected: true)
+            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: info, isConnected: true, fingerprint: connection.peer?.fingerprint)
             if let key = connection.serviceKey, state.services[key] != nil { record.serviceKeys.insert(key) }
 
             if let active = record.active {
@@ -642,7 +643,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         withState { state in
             guard state.running, var record = state.peers[remote.peerID], record.active === connection else { return }
             logger.info("\(record.peer) is now called \"\(LogSafe.text(remote.name))\".")
-            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: record.peer.discoveryInfo, isConnected: true)
+            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: record.peer.discoveryInfo, isConnected: true, fingerprint: record.peer.fingerprint)
             state.peers[remote.peerID] = record
             state.emit(.availablePeersChanged(Self.available(state)))
         }
@@ -729,6 +730,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             case .timedOut: metrics.dropped(.timedOut)
             case .tooSlow: metrics.dropped(.tooSlow)
             case .limitExceeded: metrics.dropped(.limitExceeded)
+            case .peerIDNotBound: metrics.refused(.security)
             }
         case .peerFailed:
             metrics.dropped(.peerError)

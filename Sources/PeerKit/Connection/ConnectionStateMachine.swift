@@ -29,6 +29,9 @@ struct ConnectionStateMachine {
         var maximumQueuedOutboundBytes: Int = 32 * 1024 * 1024
         /// …for at most this long before the peer is disconnected as too slow.
         var slowPeerGracePeriod: TimeAmount = .seconds(10)
+        /// Certificates mode: the peer's hello must carry the fingerprint of the certificate the
+        /// TLS handshake verified (``ConnectionStateMachine/peerAuthenticated(fingerprint:)``).
+        var requiresAuthenticatedPeerID = false
 
         /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:)``:
         /// often enough that a silent peer is noticed within a tenth of the timeout of its due
@@ -63,6 +66,9 @@ struct ConnectionStateMachine {
         /// The peer went over a limit that a layer above the connection enforces (its group
         /// membership, for example); the sentence fragment says which.
         case limitExceeded(String)
+        /// Certificates mode: the hello's peer ID is not the verified certificate's fingerprint
+        /// (nil: no certificate was verified).
+        case peerIDNotBound(claimed: String, fingerprint: String?)
     }
 
     /// Why a connection ended: exactly one per connection.
@@ -136,6 +142,8 @@ struct ConnectionStateMachine {
     static let maximumFeatureCount = 32
     /// The longest feature name accepted in a hello, in UTF-8 bytes.
     static let maximumFeatureNameLength = 64
+    /// Why a certificate-mode peer's hello is refused; a peer that reads it does not redial.
+    static let unboundPeerIDReason = "a peer ID must be the SHA-256 fingerprint of the peer's certificate public key"
 
     let configuration: Configuration
     private var state: State = .idle
@@ -146,6 +154,8 @@ struct ConnectionStateMachine {
     private var pingCount = 0
     /// Since when the outbox has been over its limit.
     private var overOutboundLimitSince: NIODeadline?
+    /// The public-key fingerprint of the peer's certificate, once the TLS handshake verified it.
+    private(set) var authenticatedFingerprint: String?
 
     init(configuration: Configuration) {
         self.configuration = configuration
@@ -173,6 +183,12 @@ struct ConnectionStateMachine {
         state = .handshaking(since: now)
         lastHeard = now
         return .send(.hello(configuration.localHello))
+    }
+
+    /// The TLS handshake verified the peer's certificate, whose public key has `fingerprint`:
+    /// its hello must claim that as its peer ID.
+    mutating func peerAuthenticated(fingerprint: String) {
+        authenticatedFingerprint = fingerprint
     }
 
     /// Bytes arrived (a whole frame or part of one): the peer is alive.
@@ -397,6 +413,11 @@ struct ConnectionStateMachine {
         guard hello.peerID != local.peerID else {
             return fail(.handshake("the connection leads back to this peer itself"))
         }
+        if configuration.requiresAuthenticatedPeerID || authenticatedFingerprint != nil {
+            guard let fingerprint = authenticatedFingerprint, hello.peerID == fingerprint else {
+                return fail(.peerIDNotBound(claimed: hello.peerID, fingerprint: authenticatedFingerprint))
+            }
+        }
         state = .open
         return .established(hello)
     }
@@ -425,7 +446,7 @@ struct ConnectionStateMachine {
         switch failure {
         case .timedOut, .tooSlow:
             return .close(sending: nil, mode: .close, reason: .failed(failure))
-        case .handshake, .malformed, .frameTooLarge, .limitExceeded:
+        case .handshake, .malformed, .frameTooLarge, .limitExceeded, .peerIDNotBound:
             let sentence = "Closing the connection: " + failure.reason + "."
             return .close(sending: .error(reason: sentence, replyTo: nil), mode: .halfClose, reason: .failed(failure))
         }
@@ -444,6 +465,9 @@ extension ConnectionStateMachine.Failure {
             return "nothing arrived for \(silence.seconds) s"
         case let .tooSlow(queued, limit, grace):
             return "\(queued) bytes waited to be sent, over the \(limit)-byte limit, for more than \(grace.seconds) s"
+        case let .peerIDNotBound(claimed, fingerprint):
+            let key = fingerprint.map { "this certificate's is \($0)" } ?? "no certificate was verified"
+            return "the peer ID \"\(LogSafe.text(claimed, maximumBytes: 64))\" is refused: \(ConnectionStateMachine.unboundPeerIDReason), and \(key)"
         }
     }
 }
@@ -457,6 +481,8 @@ extension ConnectionStateMachine.CloseReason {
         case let .failed(failure):
             switch failure {
             case let .handshake(reason): return .handshakeFailed(reason: reason, peer: peer)
+            case let .peerIDNotBound(claimed, fingerprint):
+                return .peerIDNotBound(peer: peer, claimed: claimed, fingerprint: fingerprint ?? "none: no certificate was verified")
             case let .malformed(reason): return .malformedFrame(reason: reason, peer: peer)
             case let .frameTooLarge(length, limit): return .frameTooLarge(length: length, limit: limit, peer: peer)
             case let .timedOut(silence): return .peerTimedOut(peer: peer, silence: .nanoseconds(silence.nanoseconds))

@@ -11,13 +11,18 @@ public struct Peer: Hashable, Identifiable, Sendable, CustomStringConvertible {
     public let discoveryInfo: [String: String]
     /// Whether a connection to the peer was established when this value was made.
     public let isConnected: Bool
+    /// In ``PeerSecurity/certificates(_:trust:)`` mode, the SHA-256 fingerprint of the public key
+    /// of the certificate the peer presented, verified by the TLS handshake (and equal to ``id``);
+    /// nil in the other modes and for a peer not yet connected.
+    public let fingerprint: String?
 
     /// Creates a peer value.
-    public init(id: String, name: String, discoveryInfo: [String: String] = [:], isConnected: Bool) {
+    public init(id: String, name: String, discoveryInfo: [String: String] = [:], isConnected: Bool, fingerprint: String? = nil) {
         self.id = id
         self.name = name
         self.discoveryInfo = discoveryInfo
         self.isConnected = isConnected
+        self.fingerprint = fingerprint
     }
 
     /// Two values are the same peer when their peer IDs are equal, whatever their other fields say.

@@ -52,6 +52,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var drainScheduled = false
         /// The peer's hello: the one place it is kept.
         var remote: Hello?
+        /// Certificates mode: the SHA-256 fingerprint of the peer's verified public key.
+        var fingerprint: String?
         var closed = false
         /// Why the connection ended, once it did.
         var closeError: PeerKitError?
@@ -74,10 +76,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// The peer's hello, once the handshake completed.
     var remote: Hello? { state.withLockedValue { $0.remote } }
 
-    /// The peer at the other end, once the handshake completed (made from its hello).
+    /// The peer at the other end, once the handshake completed (made from its hello and, in
+    /// certificates mode, its verified fingerprint).
     var peer: Peer? {
-        state.withLockedValue { $0.remote }.map { hello in
-            Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true)
+        let (remote, fingerprint) = state.withLockedValue { ($0.remote, $0.fingerprint) }
+        return remote.map { hello in
+            Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true, fingerprint: fingerprint)
         }
     }
 
@@ -87,9 +91,13 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Whether reading is paused because this peer's messages wait for their handlers.
     var isReadingPaused: Bool { state.withLockedValue { $0.readingPaused } }
 
-    /// Records the peer's hello once the handshake completed.
-    func setRemote(_ hello: Hello) {
-        state.withLockedValue { $0.remote = hello }
+    /// Records the peer's hello once the handshake completed and, in certificates mode, its
+    /// verified public-key fingerprint.
+    func setRemote(_ hello: Hello, fingerprint: String? = nil) {
+        state.withLockedValue {
+            $0.remote = hello
+            $0.fingerprint = fingerprint
+        }
     }
 
     /// Records the peer's new name; returns its hello as it now is (nil before the handshake).

@@ -119,6 +119,14 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         context.fireChannelReadComplete()
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let authenticated = event as? PeerAuthenticated {
+            // From the TLS handlers in certificates mode, before any frame can arrive.
+            stateMachine.peerAuthenticated(fingerprint: authenticated.fingerprint)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let refusal = error as? PeerKitError, refusal.isSecurityRefusal {
             // From the security handlers (Wire/TLS): the peer is refused before any frame was read.
@@ -184,7 +192,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         case let .established(hello):
             frameLimit.current = stateMachine.configuration.maximumFrameLength
             count(as: .open)
-            connection.setRemote(hello)
+            connection.setRemote(hello, fingerprint: stateMachine.authenticatedFingerprint)
             delegate.connectionEstablished(connection, remote: hello)
         case let .renamed(name):
             if let hello = connection.rename(to: name) {

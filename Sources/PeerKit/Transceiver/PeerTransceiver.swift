@@ -35,7 +35,9 @@ import Synchronization
 public final class PeerTransceiver: Service, Sendable {
     /// The configuration the transceiver was made with.
     public let configuration: PeerConfiguration
-    /// This transceiver's peer ID, sent in its hello and advertised in the `peerid` TXT key.
+    /// This transceiver's peer ID, sent in its hello and advertised in the `peerid` TXT key: a
+    /// random UUID, or in ``PeerSecurity/certificates(_:trust:)`` mode its identity's
+    /// ``PeerIdentity/fingerprint``.
     public let peerID: String
 
     let registry = MessageRegistry()
@@ -67,7 +69,7 @@ public final class PeerTransceiver: Service, Sendable {
     /// Creates a transceiver. Nothing happens until ``resume()`` or ``start()``.
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
-        self.peerID = UUID().uuidString
+        self.peerID = configuration.security.boundPeerID ?? UUID().uuidString
         self.groupDirectory = GroupDirectory(limits: .init(
             maximumGroupNameLength: configuration.maximumGroupNameLength,
             maximumGroupsPerPeer: configuration.maximumGroupsPerPeer

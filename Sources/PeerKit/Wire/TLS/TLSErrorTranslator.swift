@@ -6,44 +6,83 @@ import NIOTLS
 /// went wrong in PeerKit's terms ("does not share our pre-shared key"), for the connection handler
 /// to report. Nothing passes it before the TLS handshake succeeded, because the TLS handler
 /// delivers no data before then.
+///
+/// In certificates mode it also tells the connection handler whose key the handshake verified
+/// (``PeerAuthenticated``), and it keeps translating until the peer's first bytes arrive: in
+/// TLS 1.3 a client's handshake completes before the server has checked the client's
+/// certificate, so the server's refusal of it arrives after `handshakeCompleted`.
 final class TLSErrorTranslator: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     private let security: WireSecurity
     private let inbound: Bool
+    private let verifier: CertificateVerifier?
     private var handshakeCompleted = false
+    private var peerSpoke = false
 
-    init(security: WireSecurity, inbound: Bool) {
+    init(security: WireSecurity, inbound: Bool, verifier: CertificateVerifier? = nil) {
         self.security = security
         self.inbound = inbound
+        self.verifier = verifier
+    }
+
+    /// Whether a TLS error now is still about the handshake (and so a refusal to explain).
+    private var settled: Bool {
+        handshakeCompleted && (verifier == nil || peerSpoke)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        peerSpoke = true
         context.fireChannelRead(data)
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? TLSUserEvent, case .handshakeCompleted = event {
             handshakeCompleted = true
+            if let verifier {
+                guard case let .trusted(fingerprint) = verifier.verdict else {
+                    // Cannot happen: the handshake fails unless the verifier trusted the peer.
+                    let peer = security.describe(context.channel.remoteAddress)
+                    context.fireErrorCaught(PeerKitError.certificateNotTrusted(peer: peer, fingerprint: nil, reason: "the TLS handshake completed without its certificate being verified"))
+                    context.close(promise: nil)
+                    return
+                }
+                context.fireUserInboundEventTriggered(PeerAuthenticated(fingerprint: fingerprint))
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is PeerKitError || handshakeCompleted {
+        if error is PeerKitError || settled {
             context.fireErrorCaught(error)
             return
         }
         let peer = security.describe(context.channel.remoteAddress)
-        context.fireErrorCaught(Self.translate(error, peer: peer, security: security.security, inbound: inbound))
+        context.fireErrorCaught(Self.translate(error, peer: peer, security: security.security, inbound: inbound, verdict: verifier?.verdict))
     }
 
-    /// The sentence for a TLS error during the handshake with `peer`.
-    static func translate(_ error: any Error, peer: String, security: PeerSecurity, inbound: Bool) -> PeerKitError {
+    /// The sentence for a TLS error during the handshake with `peer`; `verdict` is what our
+    /// ``CertificateVerifier`` said of the peer's certificate in certificates mode.
+    static func translate(_ error: any Error, peer: String, security: PeerSecurity, inbound: Bool, verdict: CertificateVerifier.Verdict? = nil) -> PeerKitError {
         let text = String(describing: error)
         let has = { (names: [String]) in names.contains { text.contains($0) } }
         switch security {
+        case let .certificates(identity, _):
+            if case let .rejected(fingerprint, reason) = verdict {
+                return .certificateNotTrusted(peer: peer, fingerprint: fingerprint, reason: reason)
+            }
+            if has(["ALERT_CERTIFICATE_UNKNOWN", "ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA", "CERTIFICATE_REQUIRED",
+                    "ALERT_CERTIFICATE_EXPIRED", "ALERT_CERTIFICATE_REVOKED", "ALERT_UNSUPPORTED_CERTIFICATE", "ALERT_ACCESS_DENIED"]) {
+                return .certificateRefused(peer: peer, ourFingerprint: identity.fingerprint, detail: detail(of: text))
+            }
+            if has(["PEER_DID_NOT_RETURN_A_CERTIFICATE", "NO_CERTIFICATE_RETURNED"]) {
+                return .certificateNotTrusted(peer: peer, fingerprint: nil, reason: "it presented no certificate, and certificates mode requires one of every peer")
+            }
+            if has(["NO_SHARED_CIPHER", "HANDSHAKE_FAILURE", "PROTOCOL_VERSION", "UNSUPPORTED_PROTOCOL", "WRONG_VERSION_NUMBER", "NO_CIPHERS_AVAILABLE", "PSK_IDENTITY"]) {
+                return .securityModeMismatch(peer: peer, ours: "cert (mutual TLS 1.3)", detail: detail(of: text))
+            }
         case let .preSharedKey(key):
             if has(["PSK_IDENTITY_NOT_FOUND", "UNKNOWN_PSK_IDENTITY", "BAD_RECORD_MAC", "DECRYPT_ERROR", "DIGEST_CHECK_FAILED"]) {
                 return .keyMismatch(peer: peer, ourKeyID: key.keyID, detail: detail(of: text))

@@ -2,6 +2,8 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOSSL
+import SwiftASN1
+import X509
 
 /// ``PeerSecurity`` made ready for the wire at start: the TLS contexts for accepted and dialled
 /// connections, what to advertise, and the once-per-episode log of refused peers.
@@ -33,6 +35,13 @@ final class WireSecurity: Sendable {
             } catch {
                 throw PeerKitError.securitySetupFailed(reason: "TLS with the pre-shared key could not be set up (\(error))")
             }
+        case let .certificates(identity, _):
+            do {
+                serverContext = try NIOSSLContext(configuration: Self.certificateConfiguration(identity: identity, server: true))
+                clientContext = try NIOSSLContext(configuration: Self.certificateConfiguration(identity: identity, server: false))
+            } catch {
+                throw PeerKitError.securitySetupFailed(reason: "mutual TLS with the certificate \(identity.fingerprint) could not be set up (\(error))")
+            }
         }
     }
 
@@ -49,6 +58,7 @@ final class WireSecurity: Sendable {
         switch security {
         case .none: return ["sec": "none"]
         case let .preSharedKey(key): return ["sec": "psk", "keyid": key.keyID]
+        case .certificates: return ["sec": "cert"]
         }
     }
 
@@ -97,19 +107,56 @@ final class WireSecurity: Sendable {
         return configuration
     }
 
+    /// TLS 1.3 only, a certificate required of the peer (both ways), and its verification left to
+    /// ``CertificateVerifier`` (pinned fingerprints or CA roots), which each handler is given.
+    static func certificateConfiguration(identity: PeerIdentity, server: Bool) throws -> TLSConfiguration {
+        let chain = try identity.chain.map { certificate -> NIOSSLCertificateSource in
+            var serializer = DER.Serializer()
+            try serializer.serialize(certificate)
+            return .certificate(try NIOSSLCertificate(bytes: serializer.serializedBytes, format: .der))
+        }
+        let key = try NIOSSLPrivateKey(bytes: try identity.privateKey.serializeAsPEM().derBytes, format: .der)
+        var configuration = server
+            ? TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            : TLSConfiguration.makeClientConfiguration()
+        configuration.certificateChain = chain
+        configuration.privateKey = .privateKey(key)
+        configuration.minimumTLSVersion = .tlsv13
+        configuration.maximumTLSVersion = .tlsv13
+        // Peers have no host names: the verifier checks the key, not a name. A server requires
+        // the client's certificate with this setting.
+        configuration.certificateVerification = .noHostnameVerification
+        // The custom verification callback replaces BoringSSL's; no system roots are loaded.
+        configuration.trustRoots = .certificates([])
+        configuration.sendCANameList = false
+        return configuration
+    }
+
     /// Adds the handlers that go before framing: the mode sniffer, and with TLS the TLS handler and
     /// the translator of its errors. Call on the channel's event loop.
     func addHandlers(to channel: any Channel, inbound: Bool) throws {
         let operations = channel.pipeline.syncOperations
         let sniffer = SecurityModeSniffer(expectsTLS: usesTLS, inbound: inbound, security: self)
         try operations.addHandler(sniffer)
+        var verifier: CertificateVerifier?
+        if case let .certificates(_, trust) = security {
+            verifier = CertificateVerifier(trust: trust)
+        }
         if inbound, let serverContext {
-            try operations.addHandler(NIOSSLServerHandler(context: serverContext))
+            if let verifier {
+                try operations.addHandler(NIOSSLServerHandler(context: serverContext, customVerificationCallback: verifier.verify))
+            } else {
+                try operations.addHandler(NIOSSLServerHandler(context: serverContext))
+            }
         } else if !inbound, let clientContext {
-            try operations.addHandler(try NIOSSLClientHandler(context: clientContext, serverHostname: nil))
+            if let verifier {
+                try operations.addHandler(try NIOSSLClientHandler(context: clientContext, serverHostname: nil, customVerificationCallback: verifier.verify))
+            } else {
+                try operations.addHandler(try NIOSSLClientHandler(context: clientContext, serverHostname: nil))
+            }
         }
         if usesTLS {
-            try operations.addHandler(TLSErrorTranslator(security: self, inbound: inbound))
+            try operations.addHandler(TLSErrorTranslator(security: self, inbound: inbound, verifier: verifier))
         }
     }
 
