@@ -42,12 +42,14 @@ final class MessageDispatcher: InboundMessageSink {
             var round: [Inbound] = []
             round.reserveCapacity(turns.count)
             for _ in 0..<turns.count {
-                guard let id = turns.popFirst(), var messages = perConnection[id], let message = messages.popFirst() else { continue }
+                // In place: taking the buffer out of the dictionary first (`var messages =
+                // perConnection[id]`) would copy all of it for every message (copy on write), and
+                // a queue of n messages would cost n² copies.
+                guard let id = turns.popFirst(), let message = perConnection[id]?.popFirst() else { continue }
                 round.append(message)
-                if messages.isEmpty {
+                if perConnection[id]?.isEmpty ?? true {
                     perConnection[id] = nil
                 } else {
-                    perConnection[id] = messages
                     turns.append(id)
                 }
             }
