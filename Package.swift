@@ -63,6 +63,9 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                // Resources: chunked reads, and a received file that appears under its name only
+                // when complete (transactional creation). Its product name still has the underscore.
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
             ],
             swiftSettings: librarySettings
         ),
@@ -120,6 +123,7 @@ let package = Package(
                 "ListrKit", "PeerKit", "ToolSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Examples/listrctl",
             swiftSettings: strictSettings

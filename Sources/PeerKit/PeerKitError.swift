@@ -70,6 +70,21 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     case advertisedSecurityMismatch(service: String, theirs: String, ours: String)
     /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
     case admissionRefused(peer: String)
+    /// The peer does not take part in an optional protocol feature (its hello does not list it),
+    /// so nothing that needs the feature was sent to it.
+    case featureNotSupported(feature: String, peer: String)
+    /// The receiver of a resource refused it (no handler for its name, one of its limits) or
+    /// cancelled it while receiving it.
+    case resourceRefused(name: String, peer: String, reason: String)
+    /// A resource transfer was cancelled: by this side (``OutgoingResource/cancel()``,
+    /// ``IncomingResource/cancel()``) or by the sender.
+    case resourceCancelled(name: String, peer: String, reason: String)
+    /// A received resource's SHA-256 digest differs from the one its sender computed; the bytes
+    /// were discarded.
+    case resourceDigestMismatch(name: String, peer: String)
+    /// The source of an outgoing resource failed (a file that cannot be read, a sequence that
+    /// threw, or fewer or more bytes than its declared size).
+    case resourceSourceFailed(name: String, reason: String)
 
     /// The error as a sentence naming the values involved: what happened and what to do.
     public var description: String {
@@ -136,6 +151,16 @@ public enum PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
             return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
         case let .admissionRefused(peer):
             return "The admission hook refused \(peer); its connection was closed."
+        case let .featureNotSupported(feature, peer):
+            return "\(peer.capitalizedFirst) does not take part in the \"\(feature)\" protocol feature (its hello does not list it, as with an older PeerKit), so nothing was sent. Update that peer, or send it ordinary messages."
+        case let .resourceRefused(name, peer, reason):
+            return "\(peer.capitalizedFirst) refused the resource \"\(name)\": \(reason)."
+        case let .resourceCancelled(name, peer, reason):
+            return "The transfer of the resource \"\(name)\" with \(peer) was cancelled: \(reason)."
+        case let .resourceDigestMismatch(name, peer):
+            return "The resource \"\(name)\" from \(peer) arrived corrupted: its SHA-256 digest differs from the one the sender computed, so its bytes were discarded and no file was written under its name. Send it again."
+        case let .resourceSourceFailed(name, reason):
+            return "The resource \"\(name)\" could not be read: \(reason); its transfer was cancelled."
         }
     }
 }

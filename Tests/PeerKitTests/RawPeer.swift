@@ -43,9 +43,10 @@ final class RawPeer {
         try await write(.frame(json))
     }
 
-    /// Sends a valid hello.
-    func sayHello(serviceType: String, peerID: String = "raw-peer", name: String = "raw") async throws {
-        try await write(ConnectionStateMachine.ControlFrame.hello(Hello(peerID: peerID, name: name, serviceType: serviceType, discoveryInfo: nil)).encode())
+    /// Sends a valid hello (listing `features` when given; without, it is a version-1 peer that
+    /// knows no optional feature).
+    func sayHello(serviceType: String, peerID: String = "raw-peer", name: String = "raw", features: [String]? = nil) async throws {
+        try await write(ConnectionStateMachine.ControlFrame.hello(Hello(peerID: peerID, name: name, serviceType: serviceType, discoveryInfo: nil, features: features)).encode())
     }
 
     /// The next frame's body whose text does not start with one of `prefixes` (pings, by

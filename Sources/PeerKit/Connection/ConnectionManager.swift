@@ -622,6 +622,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         delegate?.received(envelope, from: peer, on: connection)
     }
 
+    func connection(_ connection: PeerConnection, received chunk: ResourceChunk) {
+        // A chunk needs an accepted offer, which the admission hook's hold never lets through.
+        guard let peer = connection.peer else { return }
+        delegate?.received(chunk, from: peer, on: connection)
+    }
+
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
         let error = reason.error(peer: connection.description)
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not

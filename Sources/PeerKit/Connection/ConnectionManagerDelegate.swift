@@ -8,4 +8,6 @@ protocol ConnectionManagerDelegate: AnyObject, Sendable {
     func emit(_ event: PeerEvent)
     /// A message (or a reply) arrived from `peer` on `connection`.
     func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection)
+    /// A resource chunk arrived from `peer` on `connection`; called on the connection's event loop.
+    func received(_ chunk: ResourceChunk, from peer: Peer, on connection: PeerConnection)
 }

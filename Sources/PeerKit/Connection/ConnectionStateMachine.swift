@@ -87,8 +87,10 @@ struct ConnectionStateMachine {
         case send(ControlFrame)
         /// The handshake completed: raise the frame limit and tell the connection layer who the peer is.
         case established(Hello)
-        /// An application message (or a reply) for the messaging layer.
+        /// An application message (or a reply, or a `peerkit.resource.*` frame) for the messaging layer.
         case deliver(Envelope)
+        /// A binary chunk of a resource (the `resources` feature) for the messaging layer.
+        case deliverChunk(ResourceChunk)
         /// The peer's name changed.
         case renamed(Hello)
         /// Report `reason` now; then send what is queued (unless the peer is not reading or is
@@ -124,6 +126,10 @@ struct ConnectionStateMachine {
     static let maximumPeerIDLength = 64
     /// At most this many discovery-info pairs in a hello, each at most 255 bytes (a TXT string).
     static let maximumDiscoveryInfoCount = 64
+    /// At most this many features in a hello, each at most ``maximumFeatureNameLength`` bytes.
+    static let maximumFeatureCount = 32
+    /// The longest feature name accepted in a hello, in UTF-8 bytes.
+    static let maximumFeatureNameLength = 64
 
     let configuration: Configuration
     private var state: State = .idle
@@ -146,6 +152,12 @@ struct ConnectionStateMachine {
         case let .closing(remote, _): return remote
         case .idle, .handshaking, .closed: return nil
         }
+    }
+
+    /// Whether both hellos listed `feature`, so that its frames may be sent and are accepted.
+    func negotiated(_ feature: String) -> Bool {
+        guard let remote = remoteHello else { return false }
+        return remote.supports(feature) && configuration.localHello.supports(feature)
     }
 
     /// Whether the connection is open for messages.
@@ -182,7 +194,8 @@ struct ConnectionStateMachine {
         lastHeard = now
         switch state {
         case let .closing(_, delivering):
-            return delivering && !envelope.isControl ? .deliver(envelope) : .none
+            let forMessaging = !envelope.isControl || (envelope.type.hasPrefix(EnvelopeType.resourcePrefix) && negotiated(Hello.Feature.resources))
+            return delivering && forMessaging ? .deliver(envelope) : .none
         case .idle, .closed:
             return .none
         case .handshaking:
@@ -218,11 +231,45 @@ struct ConnectionStateMachine {
                 return .renamed(renamed)
             case EnvelopeType.hello:
                 return fail(.handshake("a second peerkit.hello arrived after the handshake"))
+            case let type where type.hasPrefix(EnvelopeType.resourcePrefix):
+                // Only when both sides take part; otherwise ignored like any unknown control frame.
+                return negotiated(Hello.Feature.resources) ? .deliver(envelope) : .none
             default:
                 // A control type from a later protocol version: ignore it.
                 return .none
             }
         }
+    }
+
+    /// A binary chunk frame arrived (its body starts with 0x00): accepted only on an open
+    /// connection whose hellos both listed the `resources` feature.
+    mutating func chunkReceived(_ frame: ByteBuffer, now: NIODeadline) -> Action {
+        lastHeard = now
+        switch state {
+        case .idle, .closed:
+            return .none
+        case let .closing(_, delivering):
+            guard delivering, negotiated(Hello.Feature.resources), let chunk = try? ResourceChunkFrame.decode(frame) else { return .none }
+            return .deliverChunk(chunk)
+        case .handshaking:
+            return fail(.handshake("the first frame was a binary frame, not peerkit.hello"))
+        case .open:
+            guard negotiated(Hello.Feature.resources) else {
+                return fail(.malformed("a binary frame arrived, and the resources feature was not negotiated"))
+            }
+            do {
+                return .deliverChunk(try ResourceChunkFrame.decode(frame))
+            } catch {
+                return fail(.malformed(error.reason))
+            }
+        }
+    }
+
+    /// The layer above found the peer breaking the protocol (for example, a resource chunk over
+    /// the window the receiver granted): fail the connection with `reason`, a sentence fragment.
+    mutating func violationReported(_ reason: String) -> Action {
+        guard !isEnding else { return .none }
+        return fail(.malformed(reason))
     }
 
     /// A frame could not be read (too large, truncated, or not an envelope).
@@ -377,6 +424,14 @@ struct ConnectionStateMachine {
             }
             for (key, value) in info where key.utf8.count + 1 + value.utf8.count > 255 {
                 return fail(.handshake("the peer's discoveryInfo entry \"\(LogSafe.text(key, maximumBytes: 64))\" is longer than the 255 bytes of a TXT string"))
+            }
+        }
+        if let features = hello.features {
+            guard features.count <= Self.maximumFeatureCount else {
+                return fail(.handshake("the peer's hello lists \(features.count) features, over the limit of \(Self.maximumFeatureCount)"))
+            }
+            for feature in features where feature.utf8.count > Self.maximumFeatureNameLength {
+                return fail(.handshake("the peer's hello lists a feature name of \(feature.utf8.count) bytes, over the limit of \(Self.maximumFeatureNameLength)"))
             }
         }
         guard hello.peerID != local.peerID else {

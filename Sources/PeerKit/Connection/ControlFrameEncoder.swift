@@ -37,6 +37,14 @@ extension ConnectionStateMachine.ControlFrame {
                 }
                 payload.writeStaticString("}")
             }
+            if let features = hello.features, !features.isEmpty {
+                payload.writeStaticString(",\"features\":[")
+                for (index, feature) in features.enumerated() {
+                    if index > 0 { payload.writeStaticString(",") }
+                    EnvelopeEncoder.writeJSONString(feature, into: &payload)
+                }
+                payload.writeStaticString("]")
+            }
             payload.writeStaticString("}")
         case let .ping(pingID):
             type = EnvelopeType.ping

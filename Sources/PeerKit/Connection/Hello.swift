@@ -13,13 +13,28 @@ struct Hello: Codable, Sendable, Hashable {
     var name: String
     var serviceType: String
     var discoveryInfo: [String: String]?
+    /// The optional protocol features the sender takes part in (``Feature``); absent means none.
+    /// A feature is used on a connection only when both hellos list it.
+    var features: [String]?
 
-    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?) {
+    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?, features: [String]? = nil) {
         self.protocol = Hello.currentProtocol
         self.peerID = peerID
         self.name = name
         self.serviceType = serviceType
         self.discoveryInfo = discoveryInfo
+        self.features = features
+    }
+
+    /// Whether the sender listed `feature`.
+    func supports(_ feature: String) -> Bool {
+        features?.contains(feature) ?? false
+    }
+
+    /// The names of optional protocol features (Documentation/Protocol.md, "Features").
+    enum Feature {
+        /// Large transfers in chunks: `peerkit.resource.*` frames and binary chunk frames.
+        static let resources = "resources"
     }
 }
 

@@ -96,6 +96,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         let action: ConnectionStateMachine.Action
+        if ResourceChunkFrame.isChunk(frame) {
+            perform(stateMachine.chunkReceived(frame, now: context.eventLoop.now), context: context)
+            return
+        }
         do {
             let envelope = try EnvelopeParser.parse(frame)
             action = stateMachine.frameReceived(envelope, now: context.eventLoop.now)
@@ -155,6 +159,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         switch request {
         case let .close(reason):
             perform(stateMachine.closeRequested(reason), context: context)
+        case let .fail(reason):
+            perform(stateMachine.violationReported(reason), context: context)
         case .resumeReading:
             if readHeldBack, connection?.isReadingPaused == false {
                 readHeldBack = false
@@ -180,8 +186,11 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         case let .renamed(hello):
             connection.setRemote(hello)
             delegate.connectionRenamed(connection, remote: hello)
+        case let .deliverChunk(chunk):
+            // Not counted against the inbound limit: the transfer's window bounds it.
+            delegate.connection(connection, received: chunk)
         case let .deliver(envelope):
-            if envelope.replyTo == nil {
+            if envelope.replyTo == nil, !envelope.isControl {
                 // Counted until its handler ran; over the limit, reads are held back.
                 _ = connection.inboundAccepted(Self.cost(of: envelope))
             }

@@ -38,6 +38,7 @@ public final class PeerTransceiver: Sendable {
     public let peerID: String
 
     let registry = MessageRegistry()
+    let resourceRegistry = ResourceRegistry()
     let pending = PendingRequests()
     let hub = PeerEventHub()
     private let requestCounter = Atomic<UInt64>(0)
@@ -116,7 +117,7 @@ public final class PeerTransceiver: Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, resourceRegistry: resourceRegistry, pending: pending, hub: hub)
             lifecycle = .starting(session)
             return session
         }

@@ -7,6 +7,7 @@ import NIOCore
 final class TransceiverSession: ConnectionManagerDelegate {
     let manager: ConnectionManager
     let dispatcher: MessageDispatcher
+    let resources: ResourceTransfers
     private let discovery: (any PeerDiscovery)?
     private let hub: PeerEventHub
     private let pending: PendingRequests
@@ -20,7 +21,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var dispatcherTask: Task<Void, Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
+    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, resourceRegistry: ResourceRegistry, pending: PendingRequests, hub: PeerEventHub) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -29,7 +30,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
             peerID: peerID,
             name: configuration.peerName,
             serviceType: configuration.serviceType,
-            discoveryInfo: configuration.discoveryInfo.isEmpty ? nil : configuration.discoveryInfo
+            discoveryInfo: configuration.discoveryInfo.isEmpty ? nil : configuration.discoveryInfo,
+            features: [Hello.Feature.resources]
         )
         manager = ConnectionManager(
             configuration: .init(
@@ -58,6 +60,17 @@ final class TransceiverSession: ConnectionManagerDelegate {
         dispatcher = MessageDispatcher(registry: registry, pending: pending, logger: configuration.logger) { error in
             hub.publish(.error(error))
         }
+        resources = ResourceTransfers(
+            registry: resourceRegistry,
+            limits: .init(
+                chunkLength: configuration.resourceChunkLength,
+                window: configuration.resourceWindowBytes,
+                maximumConcurrentIncoming: configuration.maximumConcurrentIncomingResources,
+                maximumIncomingBytes: configuration.maximumIncomingResourceBytes,
+                maximumFrameLength: configuration.maximumFrameLength
+            ),
+            logger: configuration.logger
+        )
         switch configuration.discovery {
         case .avahi: discovery = AvahiDiscovery(logger: configuration.logger)
         case let .staticPeers(endpoints): discovery = StaticDiscovery(endpoints: endpoints)
@@ -104,6 +117,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
     @discardableResult
     func stop() -> [EventLoopFuture<Void>] {
         discovery?.stop()
+        resources.stop()
         let closed = manager.stop()
         manager.setDelegate(nil)
         dispatcher.finish()
@@ -132,6 +146,14 @@ final class TransceiverSession: ConnectionManagerDelegate {
     }
 
     func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection) {
-        dispatcher.enqueue(envelope, from: peer, on: connection)
+        if envelope.type.hasPrefix(EnvelopeType.resourcePrefix) {
+            resources.received(envelope, from: peer, on: connection)
+        } else {
+            dispatcher.enqueue(envelope, from: peer, on: connection)
+        }
+    }
+
+    func received(_ chunk: ResourceChunk, from peer: Peer, on connection: PeerConnection) {
+        resources.received(chunk, from: peer, on: connection)
     }
 }

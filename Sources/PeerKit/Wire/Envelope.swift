@@ -27,4 +27,6 @@ enum EnvelopeType {
     static let bye = "peerkit.bye"
     static let error = "peerkit.error"
     static let rename = "peerkit.rename"
+    /// The prefix of the resource feature's control frames (`peerkit.resource.offer`, ...).
+    static let resourcePrefix = "peerkit.resource."
 }
