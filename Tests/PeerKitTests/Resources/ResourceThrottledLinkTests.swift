@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOConcurrencyHelpers
 import Testing
 @testable import PeerKit
@@ -11,7 +14,8 @@ final class ThrottlingProxy {
     private let process: Process
 
     static let script = #"""
-    import socket, sys, threading, time
+    import signal, socket, sys, threading, time
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     target, rate = int(sys.argv[1]), float(sys.argv[2])
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -68,7 +72,8 @@ final class ThrottlingProxy {
     }
 
     func stop() {
-        process.terminate()
+        // SIGKILL: a signal disposition inherited as ignored cannot keep the proxy alive.
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 }
@@ -106,7 +111,7 @@ struct ResourceThrottledLinkTests {
         }
         var answered = 0
         var slowest = Duration.zero
-        while !done.withLockedValue({ $0 }) {
+        while !done.withLockedValue({ $0 }), ContinuousClock.now - started < .seconds(90) {
             let asked = ContinuousClock.now
             let answer = try await sender.request(Question(text: "q\(answered)"), to: peer, expecting: Answer.self, timeout: .seconds(20))
             #expect(answer.text == "q\(answered)")
@@ -114,7 +119,7 @@ struct ResourceThrottledLinkTests {
             answered += 1
             try await Task.sleep(for: .milliseconds(250))
         }
-        try await transferTask.value
+        try await within(30, "the throttled transfer") { try await transferTask.value }
         let elapsed = ContinuousClock.now - started
         // 20 MiB at 4 MiB/s take 5 s: the link was really throttled.
         #expect(elapsed > .seconds(4), "the transfer took \(elapsed), faster than the link allows")
