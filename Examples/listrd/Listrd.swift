@@ -88,6 +88,7 @@ struct Listrd: AsyncParsableCommand {
         configuration.listenHost = listenHost
         configuration.listenPort = port
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
+        configuration.maximumIncomingResourceBytes = ListrLimits.maximumStoreBytes
         configuration.logger = Logger(label: "listrd.peerkit")
         if insecure {
             logger.warning("--insecure: listrd uses no key; anyone on the network can read, replace or delete the list.")
