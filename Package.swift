@@ -74,6 +74,9 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                // Resources: chunked reads, and a received file that appears under its name only
+                // when complete (transactional creation). Its product name still has the underscore.
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
             ],
             swiftSettings: librarySettings
         ),
@@ -134,6 +137,7 @@ let package = Package(
                 "ListrKit", "PeerKit", "ToolSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Examples/listrctl",
             swiftSettings: strictSettings

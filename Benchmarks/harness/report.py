@@ -25,6 +25,7 @@ RATIOS = [
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
     ("pk.rtt.unpinned.p99", [("raw", "raw.rtt.unpinned.p99"), ("pyzmq", "zmq.rtt.bytes.unpinned.p99"),
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p99")]),
+    ("pk.resource.1g", [("raw", "raw.tput.1g")]),
     ("pk.fanout.1", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.1"),
                       ("JSON floor", "json.floor.100")]),
     ("pk.fanout.4", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.4"),
@@ -58,6 +59,11 @@ TARGETS = [
     ("pk.mesh.64.cpu", "≤ 5 % of one core", lambda f: absolute_target(f, "pk.mesh.64.cpu", lambda v: v <= 5)),
     ("pk.mesh.64.segments", "≤ 1 segment/s per connection", lambda f: absolute_target(f, "pk.mesh.64.segments", lambda v: v <= 1)),
     ("pk.mesh.64.loss", "≤ 3 s", lambda f: absolute_target(f, "pk.mesh.64.loss", lambda v: v <= 3)),
+    # Issue 15: resources.
+    ("pk.resource.1g", "≥ 0.5× raw C copy of the same bytes",
+     lambda f: ratio_target(f, "pk.resource.1g", "raw.tput.1g", lambda r: r >= 0.5)),
+    ("pk.resource.1g.rss.sender", "< 64 MiB", lambda f: absolute_target(f, "pk.resource.1g.rss.sender", lambda v: v < 64)),
+    ("pk.resource.1g.rss.receiver", "< 64 MiB", lambda f: absolute_target(f, "pk.resource.1g.rss.receiver", lambda v: v < 64)),
 ]
 
 
@@ -67,6 +73,8 @@ TARGET_TITLES = {
     "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",
     "listr.store.add.200k": "item add, 200,000-item store", "listr.store.replace.200k": "store replace, 200,000 items",
     "listr.store.dump.200k": "store dump, 200,000 items", "listr.watch": "watchers see a change",
+    "pk.resource.1g": "resource, 1 GiB, vs raw C", "pk.resource.1g.rss.sender": "resource, 1 GiB: sender's RSS growth",
+    "pk.resource.1g.rss.receiver": "resource, 1 GiB: receiver's RSS growth",
 }
 
 

@@ -146,6 +146,13 @@ class Suite:
                             "--security", security], pin),
                     timeout=120)
 
+    def peerkit_resource(self, size):
+        service = self.service_type()
+        return pair([self.pkbench, "resource-sink", "--service-type", service, "--timeout", "300"],
+                    [self.pkbench, "resource-source", "--connect", "127.0.0.1:{port}", "--size", str(size),
+                     "--service-type", service, "--timeout", "300"],
+                    result_from="client", timeout=300)
+
     def discovery_pair(self):
         """A fresh pair started together; the later of the two resume()→connected times."""
         service = self.service_type()
@@ -325,6 +332,14 @@ class Suite:
             self.measure_many({f"pk.rtt.{label}.p50": (f"PeerKit request/reply p50, {label}", "µs", "p50us", True),
                                f"pk.rtt.{label}.p99": (f"PeerKit request/reply p99, {label}", "µs", "p99us", True)},
                               runs, lambda pin=pin: self.peerkit_rtt(pin))
+        self.log("PeerKit resources: 1 GiB between two processes, against a raw C copy of the same bytes in this run")
+        resource_size = (1 << 30) if not self.args.quick else (64 << 20)
+        self.measure("raw.tput.1g", "raw C copy of the resource's bytes (256 KiB frames)", "MB/s", runs,
+                     lambda: self.raw_throughput(256 * 1024, resource_size // (256 * 1024), 1, "MBps"))
+        self.measure_many({"pk.resource.1g": ("PeerKit resource, 1 GiB (64 MiB with --quick)", "MB/s", "MBps", False),
+                           "pk.resource.1g.rss.sender": ("resource: sender's peak RSS growth", "MiB", "senderRSSGrowthMiB", True),
+                           "pk.resource.1g.rss.receiver": ("resource: receiver's peak RSS growth", "MiB", "receiverRSSGrowthMiB", True)},
+                          runs, lambda: self.peerkit_resource(resource_size))
         for receivers in (1, 4, 16):
             self.measure(f"pk.fanout.{receivers}", f"PeerKit broadcast to {receivers}, per receiver", "msgs/s", runs,
                          lambda receivers=receivers: self.peerkit_throughput(

@@ -10,6 +10,7 @@ struct PeerKitBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peerkit-bench",
         abstract: "PeerKit benchmark processes: one-way throughput, request/reply, fan-out, discovery, JSON floor.",
-        subcommands: [Sink.self, Source.self, Echo.self, Ping.self, DiscoveryPeer.self, Join.self, JSONFloor.self]
+        subcommands: [Sink.self, Source.self, Echo.self, Ping.self, DiscoveryPeer.self, Join.self, JSONFloor.self,
+                      ResourceSink.self, ResourceSource.self]
     )
 }

@@ -20,6 +20,7 @@ struct ListrClient {
         configuration.advertises = false
         configuration.peerName = clientName
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
+        configuration.maximumIncomingResourceBytes = ListrLimits.maximumStoreBytes
         configuration.logger = options.peerKitLogger
         configuration.security = try options.security()
         if !options.endpoints.isEmpty {
@@ -72,6 +73,11 @@ struct ListrClient {
 
     /// Prints items numbered from `offset + 1` (see ``Output``).
     func print(items: [ListrKit.Item], from offset: Int = 0) { output.print(items: items, from: offset) }
+
+    /// Sends `command` and returns the daemon's answer as it is.
+    func response(for command: some Encodable & Sendable) async throws(ListrCtlError) -> CLIResponse {
+        try await send(command)
+    }
 
     private func send(_ command: some Encodable & Sendable) async throws(ListrCtlError) -> CLIResponse {
         do {

@@ -1,6 +1,7 @@
 import Foundation
 import ListrKit
 import Logging
+import NIOCore
 import PeerKit
 import ServiceLifecycle
 import Synchronization
@@ -70,6 +71,14 @@ final class ListrService: Service, Sendable {
     }
 
     private let box: TransceiverBox
+    /// Replacement lists uploaded as resources (``ListrResources/replace``), by the uploader's
+    /// peer ID, until its `ReplaceDatabaseCommand` (or its disconnect).
+    private let uploads = Uploads()
+
+    /// The uploaded lists, shared with the handlers.
+    private final class Uploads: Sendable {
+        let lists = Mutex<[String: Data]>([:])
+    }
 
     /// The transceiver serving now, for the watchers' `send`.
     private final class TransceiverBox: Sendable {
@@ -150,8 +159,22 @@ final class ListrService: Service, Sendable {
         serve(ListItemsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
         serve(CompleteItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
         serve(RemoveItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(DumpDatabaseCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(ReplaceDatabaseCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
+        let box = box
+        let uploads = uploads
+        serve(DumpDatabaseCommand.self, on: transceiver) { handler, command, sender in
+            guard command.asResource == true else { return await handler.handle(command, from: sender) }
+            return await Self.sendDump(handler: handler, to: sender, on: box.transceiver)
+        }
+        serve(ReplaceDatabaseCommand.self, on: transceiver) { handler, command, sender in
+            guard command.upload == true else { return await handler.handle(command, from: sender) }
+            guard let data = uploads.lists.withLock({ $0.removeValue(forKey: sender.id) }) else {
+                return .error("No list was uploaded by this client: send it as the resource \"\(ListrResources.replace)\" first; nothing was changed.")
+            }
+            return await handler.handle(ReplaceDatabaseCommand(data: data), from: sender)
+        }
+        transceiver.receiveResources(named: ListrResources.replace) { resource in
+            try await Self.receiveUpload(resource, into: uploads)
+        }
         serve(WatchCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
         serve(GetSettingsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
         serve(SetSettingCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
@@ -159,11 +182,48 @@ final class ListrService: Service, Sendable {
         let watchers = watchers
         let logger = logger
         transceiver.peerDisconnected = { peer in
+            uploads.lists.withLock { _ = $0.removeValue(forKey: peer.id) }
             if watchers.contains(peer) {
                 watchers.remove(peer)
                 logger.info("\(peer) stopped watching")
             }
         }
+    }
+
+    /// Starts sending the list to `sender` as the resource ``ListrResources/dump`` and answers at
+    /// once, so other commands are served while the bytes travel.
+    private static func sendDump(handler: ListrRequestHandler, to sender: Peer, on transceiver: PeerTransceiver?) async -> CLIResponse {
+        guard let transceiver else { return .error(PeerKitError.notRunning.description) }
+        do {
+            let data = try await handler.dump()
+            let transfer = try transceiver.send(resource: .bytes(data), named: ListrResources.dump, to: sender)
+            let logger = transceiver.configuration.logger
+            Task {
+                do {
+                    try await transfer.finished()
+                } catch {
+                    logger.notice("The dump to \(sender) did not complete: \(error)")
+                }
+            }
+            return .message("Sending the list (\(data.count) bytes) as the resource \"\(ListrResources.dump)\".")
+        } catch {
+            return .error("\(error)")
+        }
+    }
+
+    /// Reads an uploaded replacement list into memory (announced sizes over the limit are
+    /// refused by PeerKit before they travel) and keeps it for the uploader's command.
+    private static func receiveUpload(_ resource: IncomingResource, into uploads: Uploads) async throws {
+        let full = uploads.lists.withLock { $0[resource.sender.id] == nil && $0.count >= ListrLimits.maximumPendingUploads }
+        if full {
+            throw ListrError.invalidPropertyList(reason: "listrd already holds \(ListrLimits.maximumPendingUploads) uploaded lists waiting for their command; try again shortly")
+        }
+        var data = Data()
+        if let size = resource.size { data.reserveCapacity(Int(size)) }
+        for try await chunk in resource.chunks {
+            data.append(contentsOf: chunk.readableBytesView)
+        }
+        uploads.lists.withLock { $0[resource.sender.id] = data }
     }
 
     /// Registers `handle` as the responder for `Command`, logging each command and its outcome.

@@ -98,6 +98,7 @@ struct Listrd: AsyncParsableCommand {
         configuration.listenHost = listenHost
         configuration.listenPort = port
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
+        configuration.maximumIncomingResourceBytes = ListrLimits.maximumStoreBytes
         configuration.logger = Logger(label: "listrd.peerkit")
         var services: [any Service] = []
         if let metricsPort {

@@ -29,7 +29,7 @@ struct FuzzInput {
 }
 
 let serviceType = "_fuzz._tcp"
-let local = Hello(peerID: "local-peer", name: "local", serviceType: serviceType, discoveryInfo: nil)
+let local = Hello(peerID: "local-peer", name: "local", serviceType: serviceType, discoveryInfo: nil, features: ["resources"])
 let configuration = ConnectionStateMachine.Configuration(
     localHello: local,
     heartbeatInterval: .seconds(5),
@@ -43,6 +43,9 @@ let cannedFrames: [String] = [
     #"{"type":"peerkit.hello","payload":{"protocol":2,"peerID":"remote-peer","name":"remote","serviceType":"_fuzz._tcp"}}"#,
     #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"local-peer","name":"me","serviceType":"_fuzz._tcp"}}"#,
     #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"","name":"x","serviceType":"_other._tcp"}}"#,
+    #"{"type":"peerkit.hello","payload":{"protocol":1,"peerID":"remote-peer","name":"remote","serviceType":"_fuzz._tcp","features":["resources"]}}"#,
+    #"{"type":"peerkit.resource.offer","payload":{"transfer":1,"name":"n","size":3}}"#,
+    "\u{0}\u{0}\u{0}\u{0}\u{1}abc",
     #"{"type":"peerkit.ping","id":"p1","payload":{}}"#,
     #"{"type":"peerkit.pong","replyTo":"ping-1","payload":{}}"#,
     #"{"type":"peerkit.bye","payload":{"reason":"done"}}"#,
@@ -78,6 +81,11 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
             body = ByteBuffer(string: cannedFrames[Int(step) % cannedFrames.count])
         } else {
             body = ByteBuffer(bytes: input.take(Int(input.byte() ?? 0)))
+        }
+        if ResourceChunkFrame.isChunk(body) {
+            // A binary chunk frame (the resources feature), as the handler routes it.
+            action = machine.chunkReceived(body, now: now)
+            break
         }
         guard let envelope = try? EnvelopeParser.parse(body) else {
             action = machine.frameRejected(.malformedEnvelope("fuzz"))
@@ -123,7 +131,7 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         precondition(machine.isOpen, "established \(hello.peerID) without opening")
     case .renamed, .send:
         precondition(!wasEnding, "an ending machine answered with \(action)")
-    case .deliver, .none:
+    case .deliver, .deliverChunk, .none:
         break
     }
     if wasEnding {

@@ -94,6 +94,16 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let advertisedSecurityMismatch = Code("advertisedSecurityMismatch")
         /// The admission hook (``PeerConfiguration/admission``) refused a peer; its connection was closed.
         public static let admissionRefused = Code("admissionRefused")
+        /// The source of an outgoing resource failed (a file that cannot be read, a sequence that threw, or fewer or more bytes than its declared size).
+        public static let resourceSourceFailed = Code("resourceSourceFailed")
+        /// A received resource's SHA-256 digest differs from the one its sender computed; the bytes were discarded.
+        public static let resourceDigestMismatch = Code("resourceDigestMismatch")
+        /// A resource transfer was cancelled: by this side (``OutgoingResource/cancel()``, ``IncomingResource/cancel()``) or by the sender.
+        public static let resourceCancelled = Code("resourceCancelled")
+        /// The receiver of a resource refused it (no handler for its name, one of its limits) or cancelled it while receiving it.
+        public static let resourceRefused = Code("resourceRefused")
+        /// The peer does not take part in an optional protocol feature (its hello does not list it), so nothing that needs the feature was sent to it.
+        public static let featureNotSupported = Code("featureNotSupported")
         /// In certificates mode, a peer's hello claimed a peer ID that is not its certificate's public-key fingerprint; closed before any message of it was dispatched.
         public static let peerIDNotBound = Code("peerIDNotBound")
         /// In certificates mode, the peer refused our certificate (it does not trust our key); closed during the TLS handshake.
@@ -150,6 +160,11 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case certificateNotTrusted(peer: String, fingerprint: String?, reason: String)
         case certificateRefused(peer: String, ourFingerprint: String, detail: String)
         case peerIDNotBound(peer: String, claimed: String, fingerprint: String)
+        case featureNotSupported(feature: String, peer: String)
+        case resourceRefused(name: String, peer: String, reason: String)
+        case resourceCancelled(name: String, peer: String, reason: String)
+        case resourceDigestMismatch(name: String, peer: String)
+        case resourceSourceFailed(name: String, reason: String)
     }
 
     /// The error's kind and values.
@@ -193,6 +208,11 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case .securityHandshakeFailed: .securityHandshakeFailed
         case .advertisedSecurityMismatch: .advertisedSecurityMismatch
         case .admissionRefused: .admissionRefused
+        case .resourceSourceFailed: .resourceSourceFailed
+        case .resourceDigestMismatch: .resourceDigestMismatch
+        case .resourceCancelled: .resourceCancelled
+        case .resourceRefused: .resourceRefused
+        case .featureNotSupported: .featureNotSupported
         case .peerIDNotBound: .peerIDNotBound
         case .certificateRefused: .certificateRefused
         case .certificateNotTrusted: .certificateNotTrusted
@@ -220,7 +240,7 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The `reason` the sentence names, for the codes that have one (`invalidServiceType`, `invalidDiscoveryInfo`, `invalidPeerName`, `invalidConfiguration`, `listenFailed`, `discoveryUnavailable`, `malformedFrame`, `handshakeFailed`, `payloadDecodingFailed`, `encodingFailed`, `connectionFailed`, `remoteError`, `invalidKey`, `securitySetupFailed`, `securityHandshakeFailed`, `peerExceededLimit`, `invalidGroup`, `invalidIdentity`, `certificateNotTrusted`); nil for the others.
+    /// The `reason` the sentence names, for the codes that have one (`invalidServiceType`, `invalidDiscoveryInfo`, `invalidPeerName`, `invalidConfiguration`, `listenFailed`, `discoveryUnavailable`, `malformedFrame`, `handshakeFailed`, `payloadDecodingFailed`, `encodingFailed`, `connectionFailed`, `remoteError`, `invalidKey`, `securitySetupFailed`, `securityHandshakeFailed`, `peerExceededLimit`, `invalidGroup`, `invalidIdentity`, `certificateNotTrusted`, `resourceRefused`, `resourceCancelled`, `resourceSourceFailed`); nil for the others.
     public var reason: String? {
         switch storage {
         case let .invalidServiceType(_, value): value
@@ -242,6 +262,9 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .invalidGroup(_, value): value
         case let .invalidIdentity(value): value
         case let .certificateNotTrusted(_, _, value): value
+        case let .resourceRefused(_, _, value): value
+        case let .resourceCancelled(_, _, value): value
+        case let .resourceSourceFailed(_, value): value
         default: nil
         }
     }
@@ -254,10 +277,14 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The `name` the sentence names, for the codes that have one (`invalidPeerName`); nil for the others.
+    /// The `name` the sentence names, for the codes that have one (`invalidPeerName`, `resourceRefused`, `resourceCancelled`, `resourceDigestMismatch`, `resourceSourceFailed`); nil for the others.
     public var name: String? {
         switch storage {
         case let .invalidPeerName(value, _): value
+        case let .resourceRefused(value, _, _): value
+        case let .resourceCancelled(value, _, _): value
+        case let .resourceDigestMismatch(value, _): value
+        case let .resourceSourceFailed(value, _): value
         default: nil
         }
     }
@@ -295,7 +322,7 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// The `peer` the sentence names, for the codes that have one (`frameTooLarge`, `malformedFrame`, `handshakeFailed`, `peerTimedOut`, `peerNotConnected`, `peerTooSlow`, `requestTimedOut`, `connectionClosed`, `connectionFailed`, `remoteError`, `unexpectedReply`, `keyMismatch`, `plaintextPeer`, `tlsPeer`, `securityModeMismatch`, `securityHandshakeFailed`, `admissionRefused`, `peerExceededLimit`, `certificateNotTrusted`, `certificateRefused`, `peerIDNotBound`); nil for the others.
+    /// The `peer` the sentence names, for the codes that have one (`frameTooLarge`, `malformedFrame`, `handshakeFailed`, `peerTimedOut`, `peerNotConnected`, `peerTooSlow`, `requestTimedOut`, `connectionClosed`, `connectionFailed`, `remoteError`, `unexpectedReply`, `keyMismatch`, `plaintextPeer`, `tlsPeer`, `securityModeMismatch`, `securityHandshakeFailed`, `admissionRefused`, `peerExceededLimit`, `certificateNotTrusted`, `certificateRefused`, `peerIDNotBound`, `featureNotSupported`, `resourceRefused`, `resourceCancelled`, `resourceDigestMismatch`); nil for the others.
     public var peer: String? {
         switch storage {
         case let .frameTooLarge(_, _, value): value
@@ -319,6 +346,18 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         case let .certificateNotTrusted(value, _, _): value
         case let .certificateRefused(value, _, _): value
         case let .peerIDNotBound(value, _, _): value
+        case let .featureNotSupported(_, value): value
+        case let .resourceRefused(_, value, _): value
+        case let .resourceCancelled(_, value, _): value
+        case let .resourceDigestMismatch(_, value): value
+        default: nil
+        }
+    }
+
+    /// The `feature` the sentence names, for the codes that have one (`featureNotSupported`); nil for the others.
+    public var feature: String? {
+        switch storage {
+        case let .featureNotSupported(value, _): value
         default: nil
         }
     }
@@ -627,6 +666,31 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
         PeerKitError(.admissionRefused(peer: peer))
     }
 
+    /// The source of an outgoing resource failed (a file that cannot be read, a sequence that threw, or fewer or more bytes than its declared size).
+    public static func resourceSourceFailed(name: String, reason: String) -> PeerKitError {
+        PeerKitError(.resourceSourceFailed(name: name, reason: reason))
+    }
+
+    /// A received resource's SHA-256 digest differs from the one its sender computed; the bytes were discarded.
+    public static func resourceDigestMismatch(name: String, peer: String) -> PeerKitError {
+        PeerKitError(.resourceDigestMismatch(name: name, peer: peer))
+    }
+
+    /// A resource transfer was cancelled: by this side (``OutgoingResource/cancel()``, ``IncomingResource/cancel()``) or by the sender.
+    public static func resourceCancelled(name: String, peer: String, reason: String) -> PeerKitError {
+        PeerKitError(.resourceCancelled(name: name, peer: peer, reason: reason))
+    }
+
+    /// The receiver of a resource refused it (no handler for its name, one of its limits) or cancelled it while receiving it.
+    public static func resourceRefused(name: String, peer: String, reason: String) -> PeerKitError {
+        PeerKitError(.resourceRefused(name: name, peer: peer, reason: reason))
+    }
+
+    /// The peer does not take part in an optional protocol feature (its hello does not list it), so nothing that needs the feature was sent to it.
+    public static func featureNotSupported(feature: String, peer: String) -> PeerKitError {
+        PeerKitError(.featureNotSupported(feature: feature, peer: peer))
+    }
+
     /// In certificates mode, a peer's hello claimed a peer ID that is not its certificate's public-key fingerprint; closed before any message of it was dispatched.
     public static func peerIDNotBound(peer: String, claimed: String, fingerprint: String) -> PeerKitError {
         PeerKitError(.peerIDNotBound(peer: peer, claimed: claimed, fingerprint: fingerprint))
@@ -726,6 +790,16 @@ extension PeerKitError.Storage: CustomStringConvertible {
             return "The service \"\(service)\" advertises security \(theirs), and ours is \(ours), so it is not dialled. Give both sides the same PeerConfiguration.security and key."
         case let .admissionRefused(peer):
             return "The admission hook refused \(peer); its connection was closed."
+        case let .resourceSourceFailed(name, reason):
+            return "The resource \"\(name)\" could not be read: \(reason); its transfer was cancelled."
+        case let .resourceDigestMismatch(name, peer):
+            return "The resource \"\(name)\" from \(peer) arrived corrupted: its SHA-256 digest differs from the one the sender computed, so its bytes were discarded and no file was written under its name. Send it again."
+        case let .resourceCancelled(name, peer, reason):
+            return "The transfer of the resource \"\(name)\" with \(peer) was cancelled: \(reason)."
+        case let .resourceRefused(name, peer, reason):
+            return "\(peer.capitalizedFirst) refused the resource \"\(name)\": \(reason)."
+        case let .featureNotSupported(feature, peer):
+            return "\(peer.capitalizedFirst) does not take part in the \"\(feature)\" protocol feature (its hello does not list it, as with an older PeerKit), so nothing was sent. Update that peer, or send it ordinary messages."
         case let .peerIDNotBound(peer, claimed, fingerprint):
             return "\(peer.capitalizedFirst) claimed the peer ID \"\(LogSafe.text(claimed, maximumBytes: 64))\", but \(ConnectionStateMachine.unboundPeerIDReason), and its key's fingerprint is \(fingerprint); a certificate of one peer cannot be used to pose as another. The connection was closed before any of its messages was dispatched."
         case let .certificateRefused(peer, ourFingerprint, detail):

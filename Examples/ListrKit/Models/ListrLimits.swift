@@ -1,9 +1,16 @@
 /// Sizes the Listr tools agree on.
 public enum ListrLimits {
-    /// The largest message listrd and listrctl accept: 256 MiB.
+    /// The largest ordinary message listrd and listrctl accept: 16 MiB, PeerKit's default.
     ///
-    /// A dump or a replacement travels as one message holding the whole store as a Base64 XML
-    /// property list, so PeerKit's default of 16 MiB would cap stores at about 11 MiB. 256 MiB
-    /// leaves room for stores of about 190 MiB.
-    public static let maximumMessageLength = 256 * 1024 * 1024
+    /// A store dump or replacement no longer travels as one message: it is a PeerKit resource
+    /// (``ListrResources``), sent in chunks, so messages stay small.
+    public static let maximumMessageLength = 16 * 1024 * 1024
+
+    /// The largest store a dump or replacement may carry as a resource: 256 MiB. listrd refuses a
+    /// larger upload before any byte of it travels (its size is announced), and holds at most
+    /// ``maximumPendingUploads`` of them, each at most this large, in memory at once.
+    public static let maximumStoreBytes: Int64 = 256 * 1024 * 1024
+
+    /// How many uploaded replacements listrd keeps waiting for their `ReplaceDatabaseCommand`: 2.
+    public static let maximumPendingUploads = 2
 }

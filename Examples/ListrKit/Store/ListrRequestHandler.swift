@@ -69,11 +69,25 @@ public struct ListrRequestHandler: Sendable {
         await answer { () throws(ListrError) in try Self.propertyList(try await store.items) }
     }
 
+    /// The whole list as an XML property list, for a dump sent as a resource.
+    public func dump() async throws(ListrError) -> Data {
+        do {
+            return try ItemPropertyList.encode(try await store.items)
+        } catch let error as ListrError {
+            throw error
+        } catch {
+            throw .invalidPropertyList(reason: "the list could not be encoded (\(error))")
+        }
+    }
+
     /// Validates the property list, then replaces the whole list with it.
     public func handle(_ command: ReplaceDatabaseCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
             // The store checks the list's rules (unique ids, valid titles) itself.
-            let items = try ItemPropertyList.decode(command.data, checkingRules: false)
+            guard let data = command.data else {
+                throw ListrError.invalidPropertyList(reason: "the command carries no list (and no upload of one was found)")
+            }
+            let items = try ItemPropertyList.decode(data, checkingRules: false)
             try await store.replace(with: items, by: sender.name)
             return .message("Replaced the list with \(items.count) item\(items.count == 1 ? "" : "s").")
         }

@@ -125,6 +125,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private let state: NIOLockedValueBox<State>
     private let delegateBox = NIOLockedValueBox<(any ConnectionManagerDelegate)?>(nil)
     private let messagesBox = NIOLockedValueBox<(any InboundMessageSink)?>(nil)
+    private let resourcesBox = NIOLockedValueBox<(any ResourceFrameSink)?>(nil)
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
@@ -138,9 +139,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     /// Where events and messages go. Set before ``start()``.
-    func setDelegate(_ delegate: (any ConnectionManagerDelegate)?, messages: (any InboundMessageSink)?) {
+    func setDelegate(_ delegate: (any ConnectionManagerDelegate)?, messages: (any InboundMessageSink)?, resources: (any ResourceFrameSink)? = nil) {
         delegateBox.withLockedValue { $0 = delegate }
         messagesBox.withLockedValue { $0 = messages }
+        resourcesBox.withLockedValue { $0 = resources }
     }
 
     private var localPeerID: String { configuration.localHello.peerID }
@@ -651,6 +653,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     func connection(_ connection: PeerConnection, received envelope: Envelope) {
         guard let peer = connection.peer, !configuration.admission.hold(envelope, on: connection) else { return }
+        if envelope.type.hasPrefix(EnvelopeType.resourcePrefix) {
+            resourcesBox.withLockedValue { $0 }?.received(envelope, from: peer, on: connection)
+            return
+        }
         guard EnvelopeType.passedUp.contains(envelope.type) else {
             messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection)
             return
@@ -661,6 +667,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard state.running, state.peers[peer.id]?.active != nil else { return }
             state.queue(.control(envelope, from: peer, on: connection))
         }
+    }
+
+    func connection(_ connection: PeerConnection, received chunk: ResourceChunk) {
+        // A chunk needs an accepted offer, which the admission hook's hold never lets through.
+        guard let peer = connection.peer else { return }
+        resourcesBox.withLockedValue { $0 }?.received(chunk, from: peer, on: connection)
     }
 
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {

@@ -26,3 +26,12 @@ protocol InboundMessageSink: AnyObject, Sendable {
     /// A message (or a reply) arrived from `sender` on `connection`.
     func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection)
 }
+
+/// Where the connection manager hands the `resources` feature's frames (the messaging layer's
+/// resource transfers). Called on the connection's event loop; it may not block.
+protocol ResourceFrameSink: AnyObject, Sendable {
+    /// A `peerkit.resource.*` control frame arrived from `peer` on `connection`.
+    func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection)
+    /// A binary resource chunk arrived from `peer` on `connection`.
+    func received(_ chunk: ResourceChunk, from peer: Peer, on connection: PeerConnection)
+}

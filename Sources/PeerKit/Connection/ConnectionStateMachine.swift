@@ -100,8 +100,10 @@ struct ConnectionStateMachine {
         /// The handshake completed: raise the frame limit and tell the connection layer who the peer is.
         case established(Hello)
         /// An application message (or a reply), or a control frame of a feature the layer above
-        /// handles (``EnvelopeType/passedUp``), for the messaging layer.
+        /// handles (``EnvelopeType/passedUp``, `peerkit.resource.*`), for the messaging layer.
         case deliver(Envelope)
+        /// A binary chunk of a resource (the `resources` feature) for the messaging layer.
+        case deliverChunk(ResourceChunk)
         /// The peer's name changed to `name` (checked against the hello's limits).
         case renamed(name: String)
         /// Report `reason` now; then send what is queued (unless the peer is not reading or is
@@ -156,9 +158,16 @@ struct ConnectionStateMachine {
     private var overOutboundLimitSince: NIODeadline?
     /// The public-key fingerprint of the peer's certificate, once the TLS handshake verified it.
     private(set) var authenticatedFingerprint: String?
+    /// The features both hellos listed, fixed when the handshake completes.
+    private var negotiatedFeatures: Set<String> = []
 
     init(configuration: Configuration) {
         self.configuration = configuration
+    }
+
+    /// Whether both hellos listed `feature`, so that its frames may be sent and are accepted.
+    func negotiated(_ feature: String) -> Bool {
+        negotiatedFeatures.contains(feature)
     }
 
     /// Whether the connection is open for messages.
@@ -202,6 +211,7 @@ struct ConnectionStateMachine {
         switch state {
         case let .closing(delivering):
             let passed = !envelope.isControl || EnvelopeType.passedUp.contains(envelope.type)
+                || (envelope.type.hasPrefix(EnvelopeType.resourcePrefix) && negotiated(Hello.Feature.resources))
             return delivering && passed ? .deliver(envelope) : .none
         case .idle, .closed:
             return .none
@@ -235,12 +245,46 @@ struct ConnectionStateMachine {
                 return .renamed(name: rename.name)
             case EnvelopeType.hello:
                 return fail(.handshake("a second peerkit.hello arrived after the handshake"))
+            case let type where type.hasPrefix(EnvelopeType.resourcePrefix):
+                // Only when both sides take part; otherwise ignored like any unknown control frame.
+                return negotiated(Hello.Feature.resources) ? .deliver(envelope) : .none
             default:
                 // A feature's frame goes up to the layer that owns the feature; a control type
                 // from a later protocol version is ignored.
                 return EnvelopeType.passedUp.contains(envelope.type) ? .deliver(envelope) : .none
             }
         }
+    }
+
+    /// A binary chunk frame arrived (its body starts with 0x00): accepted only on an open
+    /// connection whose hellos both listed the `resources` feature.
+    mutating func chunkReceived(_ frame: ByteBuffer, now: NIODeadline) -> Action {
+        lastHeard = now
+        switch state {
+        case .idle, .closed:
+            return .none
+        case let .closing(delivering):
+            guard delivering, negotiated(Hello.Feature.resources), let chunk = try? ResourceChunkFrame.decode(frame) else { return .none }
+            return .deliverChunk(chunk)
+        case .handshaking:
+            return fail(.handshake("the first frame was a binary frame, not peerkit.hello"))
+        case .open:
+            guard negotiated(Hello.Feature.resources) else {
+                return fail(.malformed("a binary frame arrived, and the resources feature was not negotiated"))
+            }
+            do {
+                return .deliverChunk(try ResourceChunkFrame.decode(frame))
+            } catch {
+                return fail(.malformed(error.reason))
+            }
+        }
+    }
+
+    /// The layer above found the peer breaking the protocol (for example, a resource chunk over
+    /// the window the receiver granted): fail the connection with `reason`, a sentence fragment.
+    mutating func violationReported(_ reason: String) -> Action {
+        guard !isEnding else { return .none }
+        return fail(.malformed(reason))
     }
 
     /// A frame could not be read (too large, truncated, or not an envelope).
@@ -418,6 +462,7 @@ struct ConnectionStateMachine {
                 return fail(.peerIDNotBound(claimed: hello.peerID, fingerprint: authenticatedFingerprint))
             }
         }
+        negotiatedFeatures = Set(hello.features ?? []).intersection(local.features ?? [])
         state = .open
         return .established(hello)
     }

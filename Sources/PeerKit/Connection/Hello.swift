@@ -11,12 +11,14 @@ struct Hello: Codable, Sendable, Hashable {
     static let currentProtocol = 1
 
     /// The optional protocol features this implementation speaks, sent in every hello.
-    static let supportedFeatures: [String] = [Feature.groups]
+    static let supportedFeatures: [String] = [Feature.groups, Feature.resources]
 
     /// Names of the optional protocol features (lowercase, as on the wire).
     enum Feature {
         /// Named groups: `peerkit.groups` frames and the envelope's `group` key.
         static let groups = "groups"
+        /// Large transfers in chunks: `peerkit.resource.*` frames and binary chunk frames.
+        static let resources = "resources"
     }
 
     var `protocol`: Int
@@ -24,7 +26,8 @@ struct Hello: Codable, Sendable, Hashable {
     var name: String
     var serviceType: String
     var discoveryInfo: [String: String]?
-    /// The optional features the sender speaks; nil (absent) means none.
+    /// The optional features the sender speaks (``Feature``); nil (absent) means none. A feature
+    /// is used on a connection only when both hellos list it.
     var features: [String]?
 
     init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?, features: [String]? = nil) {

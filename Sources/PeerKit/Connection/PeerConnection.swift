@@ -6,7 +6,10 @@ import NIOCore
 /// **Outbound.** Frames to send wait in an outbox and are written on the channel's event loop in
 /// batches: the first frame queued in a tick schedules one drain, which writes and flushes once.
 /// Data frames move to the channel only while it is writable, so a backlog waits here rather than
-/// in the socket's buffers, and urgent frames (pings and pongs) overtake it. ``waitUntilWritable()``
+/// in the socket's buffers, and urgent frames (pings and pongs) overtake it. Resource chunks
+/// (``sendBulk(_:)``) come last: one is written only when no other frame waits, and each sender
+/// may have only one chunk waiting, so a message queued during a large transfer waits for at most
+/// the one chunk being written. ``waitUntilWritable()``
 /// lets senders wait while the outbox is over its high-water mark; the connection's state machine
 /// disconnects a peer whose outbox stays over ``PeerConfiguration/maximumQueuedOutboundBytes``.
 ///
@@ -43,12 +46,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         case close(ConnectionStateMachine.CloseReason)
         /// The inbound backlog is handled: read again.
         case resumeReading
+        /// The layer above found the peer breaking the protocol: fail the connection with this
+        /// reason (a sentence fragment), sending it as `peerkit.error`.
+        case fail(String)
     }
 
     private struct State {
         var queued = CircularBuffer<ByteBuffer>()
         var queuedBytes = 0
         var urgent: [ByteBuffer] = []
+        /// Resource chunks: written only when nothing else waits; at most one at a time.
+        var bulk: ByteBuffer?
+        var bulkWaiters: [CheckedContinuation<Void, Never>] = []
         var drainScheduled = false
         /// The peer's hello: the one place it is kept.
         var remote: Hello?
@@ -87,6 +96,23 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     /// Bytes waiting in the outbox.
     var queuedOutboundBytes: Int { state.withLockedValue { $0.queuedBytes } }
+
+    /// Why the connection ended, once it ended badly.
+    var closeError: PeerKitError? {
+        // `description` takes the lock itself: read the state first, describe after.
+        let (closed, error) = state.withLockedValue { ($0.closed, $0.closeError) }
+        guard closed else { return nil }
+        return error ?? .connectionClosed(peer: description)
+    }
+
+    /// Whether the connection ended.
+    var isClosed: Bool { state.withLockedValue { $0.closed } }
+
+    /// Asks the handler to fail the connection: the peer broke the protocol (`reason` is a
+    /// sentence fragment sent to it in `peerkit.error`). Safe from any thread.
+    func fail(_ reason: String) {
+        channel.triggerUserOutboundEvent(Request.fail(reason), promise: nil)
+    }
 
     /// Whether reading is paused because this peer's messages wait for their handlers.
     var isReadingPaused: Bool { state.withLockedValue { $0.readingPaused } }
@@ -146,6 +172,34 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Queues a frame of a resource transfer (a chunk, or the end that must follow the chunks),
+    /// first waiting until the one queued before it (by any
+    /// transfer on this connection) has been written. Chunks go out only when no other frame
+    /// waits, so pings, control frames and messages overtake them.
+    /// - Throws: why the connection ended, when it ends before (or while) waiting.
+    func sendBulk(_ frame: ByteBuffer) async throws(PeerKitError) {
+        while true {
+            let outcome = state.withLockedValue { state -> (queued: Bool, scheduleDrain: Bool) in
+                guard !state.closed, state.bulk == nil else { return (false, false) }
+                state.bulk = frame
+                if state.drainScheduled { return (true, false) }
+                state.drainScheduled = true
+                return (true, true)
+            }
+            if outcome.scheduleDrain { channel.eventLoop.execute { self.drain() } }
+            if outcome.queued { return }
+            if let error = closeError { throw error }
+            await withCheckedContinuation { continuation in
+                let waiting = state.withLockedValue { state -> Bool in
+                    guard state.bulk != nil, !state.closed else { return false }
+                    state.bulkWaiters.append(continuation)
+                    return true
+                }
+                if !waiting { continuation.resume() }
+            }
+        }
+    }
+
     /// Returns once the outbox is below its high-water mark (at once when it is), so that a fast
     /// sender does not queue without bound.
     /// - Throws: why the connection ended, when it ends before (or while) waiting.
@@ -161,7 +215,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                 if !waiting { continuation.resume() }
             }
         }
-        if let error = state.withLockedValue({ $0.closed ? ($0.closeError ?? .connectionClosed(peer: description)) : nil }) {
+        if let error = closeError {
             throw error
         }
     }
@@ -181,8 +235,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             state.queued.removeAll()
             state.queuedBytes = 0
             state.urgent.removeAll()
-            defer { state.writabilityWaiters = [] }
-            return (state.writabilityWaiters, dropped)
+            state.bulk = nil
+            defer {
+                state.writabilityWaiters = []
+                state.bulkWaiters = []
+            }
+            return (state.writabilityWaiters + state.bulkWaiters, dropped)
         }
         if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }
         for waiter in waiters { waiter.resume() }
@@ -198,10 +256,16 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         while true {
             let next = state.withLockedValue { state -> ByteBuffer? in
                 if !state.urgent.isEmpty { return state.urgent.removeFirst() }
+                if state.queued.isEmpty, everything || channel.isWritable, let chunk = state.bulk {
+                    state.bulk = nil
+                    released += state.bulkWaiters
+                    state.bulkWaiters = []
+                    return chunk
+                }
                 guard everything || channel.isWritable, let frame = state.queued.popFirst() else {
                     state.drainScheduled = false
                     if state.queuedBytes <= Self.outboxLowWatermark {
-                        released = state.writabilityWaiters
+                        released += state.writabilityWaiters
                         state.writabilityWaiters = []
                     }
                     return nil
@@ -254,7 +318,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     func finish(lastFrame: ByteBuffer?, mode: ConnectionStateMachine.CloseMode, discardQueue: Bool, timeout: TimeAmount) {
         if discardQueue {
             let dropped = state.withLockedValue { state -> Int in
-                defer { state.queued.removeAll(); state.queuedBytes = 0 }
+                defer { state.queued.removeAll(); state.queuedBytes = 0; state.bulk = nil }
                 return state.queuedBytes
             }
             if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }

@@ -7,6 +7,8 @@ protocol PeerConnectionDelegate: AnyObject, Sendable {
     func connectionRenamed(_ connection: PeerConnection, remote: Hello)
     /// An application message or a reply arrived.
     func connection(_ connection: PeerConnection, received envelope: Envelope)
+    /// A binary resource chunk arrived (the `resources` feature was negotiated).
+    func connection(_ connection: PeerConnection, received chunk: ResourceChunk)
     /// The connection ended, for `reason`; called exactly once, as soon as the connection's state
     /// machine decided it (the socket may linger a moment so the peer can read a last frame).
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason)

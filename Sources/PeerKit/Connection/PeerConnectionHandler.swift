@@ -103,6 +103,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         // The frame decoder strips the 4-byte length prefix.
         metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
         let action: ConnectionStateMachine.Action
+        if ResourceChunkFrame.isChunk(frame) {
+            perform(stateMachine.chunkReceived(frame, now: context.eventLoop.now), context: context)
+            return
+        }
         do {
             let envelope = try EnvelopeParser.parse(frame)
             action = stateMachine.frameReceived(envelope, now: context.eventLoop.now)
@@ -171,6 +175,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         switch request {
         case let .close(reason):
             perform(stateMachine.closeRequested(reason), context: context)
+        case let .fail(reason):
+            perform(stateMachine.violationReported(reason), context: context)
         case .resumeReading:
             if readHeldBack, connection?.isReadingPaused == false {
                 readHeldBack = false
@@ -198,6 +204,9 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             if let hello = connection.rename(to: name) {
                 delegate.connectionRenamed(connection, remote: hello)
             }
+        case let .deliverChunk(chunk):
+            // Not counted against the inbound limit: the transfer's window bounds it.
+            delegate.connection(connection, received: chunk)
         case let .deliver(envelope):
             if envelope.replyTo == nil, !envelope.isControl {
                 // Counted until its handler ran; over the limit, reads are held back.

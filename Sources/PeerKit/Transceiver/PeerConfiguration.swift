@@ -61,6 +61,26 @@ public struct PeerConfiguration: Sendable {
     /// Over it, PeerKit stops reading from that peer's connection (TCP flow control then slows
     /// the sender) until the handlers have caught up; the peer is not disconnected for it.
     public var maximumQueuedInboundBytes: Int
+    /// The longest chunk of a resource (``PeerTransceiver/send(resource:named:to:)``) in one
+    /// frame, in bytes. Defaults to 256 KiB: a message or request queued during a large transfer
+    /// waits for at most one chunk (0.3 ms at 1 GB/s, 60 ms on a 4 MiB/s link), while chunks stay
+    /// large enough that framing costs nothing measurable. As a receiver, this peer announces the
+    /// smaller of this and its ``maximumFrameLength``; the sender uses the smaller of both sides'.
+    public var resourceChunkLength: Int
+    /// How many bytes of one incoming resource may be in flight ahead of what its handler has
+    /// read, in bytes. Defaults to 4 MiB: enough to keep a fast link busy (the sender waits for
+    /// acknowledgements only when it is this far ahead), and the memory one incoming transfer
+    /// may cost. A sender that goes beyond the window it was granted is disconnected.
+    public var resourceWindowBytes: Int
+    /// How many resources may be arriving at once, from all peers together. Defaults to 4, so
+    /// incoming transfers buffer at most 4 × ``resourceWindowBytes`` (16 MiB). Further offers are
+    /// refused with a sentence saying so; the sender's transfer throws
+    /// ``PeerKitError/resourceRefused(name:peer:reason:)``.
+    public var maximumConcurrentIncomingResources: Int
+    /// The largest resource accepted, in bytes, when its sender announces its size; a resource of
+    /// unannounced size is stopped when it goes over. Defaults to 16 GiB: a bound on the disk a
+    /// peer can make a handler that writes files fill, far above what PeerKit's users send.
+    public var maximumIncomingResourceBytes: Int64
     /// How many connections may be open at once, handshaking or established. Defaults to 512.
     /// Further incoming connections are closed at once, with one log line per episode.
     public var maximumConnections: Int
@@ -125,6 +145,10 @@ public struct PeerConfiguration: Sendable {
         self.maximumQueuedOutboundBytes = 32 * 1024 * 1024
         self.slowPeerGracePeriod = .seconds(10)
         self.maximumQueuedInboundBytes = 4 * 1024 * 1024
+        self.resourceChunkLength = 256 * 1024
+        self.resourceWindowBytes = 4 * 1024 * 1024
+        self.maximumConcurrentIncomingResources = 4
+        self.maximumIncomingResourceBytes = 16 * 1024 * 1024 * 1024
         self.maximumConnections = 512
         self.maximumPendingHandshakes = 64
         self.heartbeatInterval = .milliseconds(1250)
@@ -164,12 +188,17 @@ public struct PeerConfiguration: Sendable {
             ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
             ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
             ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),
+            ("resourceChunkLength", resourceChunkLength), ("resourceWindowBytes", resourceWindowBytes),
+            ("maximumConcurrentIncomingResources", maximumConcurrentIncomingResources),
         ]
         for (name, value) in limits where value <= 0 {
             throw PeerKitError.invalidConfiguration(property: name, reason: "it is \(value), and it must be at least 1")
         }
         if maximumFrameLength > Int(UInt32.max) {
             throw PeerKitError.invalidConfiguration(property: "maximumFrameLength", reason: "it is \(maximumFrameLength), over the \(UInt32.max) bytes a frame's length field can express")
+        }
+        if maximumIncomingResourceBytes < 0 {
+            throw PeerKitError.invalidConfiguration(property: "maximumIncomingResourceBytes", reason: "it is \(maximumIncomingResourceBytes), and it must be at least 0")
         }
         for (key, value) in discoveryInfo {
             try ServiceType.validateTXTPair(key: key, value: value)

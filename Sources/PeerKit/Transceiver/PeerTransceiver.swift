@@ -41,6 +41,7 @@ public final class PeerTransceiver: Service, Sendable {
     public let peerID: String
 
     let registry = MessageRegistry()
+    let resourceRegistry = ResourceRegistry()
     let pending = PendingRequests()
     let hub = PeerEventHub()
     /// Group membership: ours (kept across restarts) and that of connected peers.
@@ -177,7 +178,7 @@ public final class PeerTransceiver: Service, Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         return lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>)? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
+            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, resourceRegistry: resourceRegistry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
             lifecycle = .starting(session)
             // Under the lock, so that the closures see every event of this run and no other.
             return (session, hub.beginCallbacks())

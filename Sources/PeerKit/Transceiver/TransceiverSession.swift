@@ -9,6 +9,7 @@ import NIOCore
 final class TransceiverSession: ConnectionManagerDelegate {
     let manager: ConnectionManager
     let dispatcher: MessageDispatcher
+    let resources: ResourceTransfers
     private let discovery: (any PeerDiscovery)?
     private let hub: PeerEventHub
     private let pending: PendingRequests
@@ -28,7 +29,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var stopWaiter: CheckedContinuation<[EventLoopFuture<Void>], Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
+    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, resourceRegistry: ResourceRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -69,6 +70,17 @@ final class TransceiverSession: ConnectionManagerDelegate {
         dispatcher = MessageDispatcher(registry: registry, pending: pending, groups: groups, metrics: metrics, logger: configuration.logger) { error in
             hub.publish(.error(error))
         }
+        resources = ResourceTransfers(
+            registry: resourceRegistry,
+            limits: .init(
+                chunkLength: configuration.resourceChunkLength,
+                window: configuration.resourceWindowBytes,
+                maximumConcurrentIncoming: configuration.maximumConcurrentIncomingResources,
+                maximumIncomingBytes: configuration.maximumIncomingResourceBytes,
+                maximumFrameLength: configuration.maximumFrameLength
+            ),
+            logger: configuration.logger
+        )
         switch configuration.discovery {
         case .avahi: discovery = AvahiDiscovery(logger: configuration.logger)
         case let .staticPeers(endpoints): discovery = StaticDiscovery(endpoints: endpoints)
@@ -118,7 +130,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
 
     /// Listens, then starts discovery. Returns the port (nil when not listening).
     private func start() async throws -> Int? {
-        manager.setDelegate(self, messages: dispatcher)
+        manager.setDelegate(self, messages: dispatcher, resources: resources)
         let port = try await manager.start()
         state.withLockedValue { $0.port = port }
         if let discovery {
@@ -152,6 +164,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         }
         guard first else { return state.withLockedValue { $0.closing } ?? [] }
         discovery?.stop()
+        resources.stop()
         let closed = manager.stop()
         manager.setDelegate(nil, messages: nil)
         groups.sessionStopped()

@@ -52,4 +52,8 @@ enum EnvelopeType {
     /// Control types the connection layer does not handle itself but passes up, in order with
     /// the connection's other events, to the layer that owns the feature.
     static let passedUp: Set<String> = [groups]
+
+    /// Feature `resources`: the prefix of its control frames (`peerkit.resource.offer`, ...),
+    /// which go to the resource transfers, not through the event queue.
+    static let resourcePrefix = "peerkit.resource."
 }

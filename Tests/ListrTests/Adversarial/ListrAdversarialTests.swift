@@ -6,8 +6,9 @@ import Glibc
 
 /// A real `listrd` attacked from raw sockets on 127.0.0.1: what a stranger on the network can make
 /// it spend (memory read from /proc/PID/status, CPU from /proc/PID/stat) and write to its log.
-/// listrd's frame limit is 256 MiB (`ListrLimits.maximumMessageLength`), so these are the attacks
-/// of issue 10 with their real sizes. listrd runs `--insecure` here, because these attacks are on
+/// listrd's frame limit was 256 MiB when these were written (stores travelled in one message); it
+/// is 16 MiB now (`ListrLimits.maximumMessageLength`, stores travel as resources), so these attacks
+/// are larger than anything listrd accepts. listrd runs `--insecure` here, because these attacks are on
 /// the plaintext framing and handshake, which with a key sit behind TLS (ListrSecurityTests shows a
 /// stranger without the key is refused before any frame is read).
 @Suite("listrd under attack from raw sockets")

@@ -199,6 +199,38 @@ struct ListrStoreEndToEndTests {
         #expect(!names.contains { $0.hasPrefix(".") }, "temporary files left: \(names)")
     }
 
+    @Test("a store over the 16 MiB message limit is replaced and dumped as resources, with nothing extra printed when piped")
+    func largeStoreAsResources() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon()
+        let at = ["--connect", "127.0.0.1:\(port)"]
+        // About 20 MiB of property list: more than one 16 MiB message could carry.
+        let title = String(repeating: "x", count: 900)
+        let items = (1...20_000).map { Item(title: "\($0) \(title)") }
+        let data = try ItemPropertyList.encode(items)
+        #expect(data.count > ListrLimits.maximumMessageLength)
+        let plist = try world.write(data, to: "big.plist")
+
+        let replaced = try await world.ctl(["store", "replace", plist] + at)
+        #expect(replaced.exit == .status(0), "\(replaced)")
+        #expect(replaced.stdout == "Replaced the list with 20000 items.\n", "\(replaced)")
+        #expect(replaced.stderr.isEmpty, "\(replaced)")
+
+        let file = world.path("out.plist")
+        let dumped = try await world.ctl(["store", "dump", file] + at)
+        #expect(dumped.exit == .status(0), "\(dumped)")
+        #expect(dumped.stderr.isEmpty, "\(dumped)")
+        let written = try Data(contentsOf: URL(fileURLWithPath: file))
+        #expect(dumped.stdout == "Wrote the list (\(written.count) bytes) to \(file).\n", "\(dumped)")
+        #expect(try ItemPropertyList.decode(written) == items)
+
+        let piped = try await world.ctl(["store", "dump", "-"] + at)
+        #expect(Data(piped.stdout.utf8) == written)
+        #expect(piped.stderr.isEmpty, "\(piped.stderr.prefix(200))")
+        let names = try FileManager.default.contentsOfDirectory(atPath: world.folder)
+        #expect(!names.contains { $0.hasPrefix(".") }, "temporary files left: \(names)")
+    }
+
     @Test("item list pages with --limit and --offset, in text and JSON")
     func paging() async throws {
         let world = try ListrFixture()

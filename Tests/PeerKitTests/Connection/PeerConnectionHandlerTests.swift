@@ -10,6 +10,7 @@ final class RecordingDelegate: PeerConnectionDelegate {
         case established(Hello)
         case renamed(String)
         case received(String)
+        case chunk(UInt32, Int)
         case closed(ConnectionStateMachine.CloseReason)
     }
 
@@ -18,6 +19,7 @@ final class RecordingDelegate: PeerConnectionDelegate {
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.established(remote)) } }
     func connection(_ connection: PeerConnection, received envelope: Envelope) { calls.withLockedValue { $0.append(.received(envelope.type)) } }
+    func connection(_ connection: PeerConnection, received chunk: ResourceChunk) { calls.withLockedValue { $0.append(.chunk(chunk.transfer, chunk.data.readableBytes)) } }
     func connectionRenamed(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.renamed(remote.name)) } }
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
         calls.withLockedValue { $0.append(.closed(reason)) }

@@ -1,0 +1,210 @@
+import Crypto
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// A resource being sent to one peer: its progress, a way to cancel it, and its outcome.
+///
+/// ```swift
+/// let transfer = try transceiver.send(resource: .file(backupURL), named: "store", to: peer)
+/// Task { for await step in transfer.progress { print(step.bytesDone) } }
+/// try await transfer.finished()   // digest checked, the receiver's handler returned
+/// ```
+///
+/// The bytes are read from the ``ResourceSource`` as the receiver's window allows, one chunk at a
+/// time, and are written to the connection only when no other frame waits, so messages, requests
+/// and pings to the same peer wait for at most one chunk.
+public final class OutgoingResource: Sendable {
+    /// The name the receiver's handler is registered for.
+    public let name: String
+    /// The receiver.
+    public let peer: Peer
+    /// The sender's view of the transfer: bytes the receiver has taken, and the rate. The stream
+    /// keeps only the newest value and ends when the transfer ends.
+    public var progress: AsyncStream<ResourceProgress> { meter.stream }
+
+    let transfer: UInt32
+    let connection: PeerConnection
+    private let meter: ProgressMeter
+    private let state = NIOLockedValueBox(State())
+    private let outcome = NIOLockedValueBox<Task<Void, any Error>?>(nil)
+
+    private struct State {
+        /// The receiver's window and chunk length, once it accepted.
+        var accepted: (window: Int, chunk: Int)?
+        /// Bytes the receiver has taken.
+        var acked: Int64 = 0
+        var done = false
+        var failure: PeerKitError?
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    init(name: String, peer: Peer, transfer: UInt32, connection: PeerConnection, totalBytes: Int64?) {
+        self.name = name
+        self.peer = peer
+        self.transfer = transfer
+        self.connection = connection
+        self.meter = ProgressMeter(totalBytes: totalBytes)
+    }
+
+    /// Returns once the receiver confirmed the resource: every byte arrived, the digest checked
+    /// out, and its handler returned without an error (so a file it wrote is in place).
+    /// - Throws: ``PeerKitError/resourceRefused(name:peer:reason:)`` (refused, or cancelled by the
+    ///   receiver), ``PeerKitError/resourceCancelled(name:peer:reason:)`` (cancelled here),
+    ///   ``PeerKitError/resourceSourceFailed(name:reason:)``, or why the connection ended.
+    public func finished() async throws {
+        guard let task = outcome.withLockedValue({ $0 }) else { return }
+        try await task.value
+    }
+
+    /// Stops sending and tells the receiver, which discards what it got. Does nothing once the
+    /// transfer ended.
+    public func cancel() {
+        fail(.resourceCancelled(name: name, peer: connection.description, reason: "the sender cancelled it"), tellPeer: true)
+    }
+
+    // MARK: Driving the transfer
+
+    func start(_ source: ResourceSource, chunkLength: Int, onEnd: @escaping @Sendable () -> Void) {
+        let task = Task {
+            defer { onEnd() }
+            try await self.run(source, chunkLength: chunkLength)
+        }
+        outcome.withLockedValue { $0 = task }
+    }
+
+    private func run(_ source: ResourceSource, chunkLength localChunkLength: Int) async throws {
+        do {
+            let size: Int64?
+            do {
+                size = try await source.size()
+            } catch {
+                throw PeerKitError.resourceSourceFailed(name: name, reason: "\(error)")
+            }
+            meter.setTotal(size)
+            connection.send(ResourceFrame.frame(ResourceFrame.offer, ResourceFrame.Offer(transfer: transfer, name: name, size: size)))
+            let (window, receiverChunk) = try await waitForAcceptance()
+            let chunkLength = max(1, min(localChunkLength, receiverChunk, window))
+            var hasher = SHA256()
+            var sent: Int64 = 0
+            do {
+                try await source.produce(chunkLength) { buffer in
+                    var buffer = buffer
+                    while buffer.readableBytes > 0 {
+                        guard let slice = buffer.readSlice(length: min(chunkLength, buffer.readableBytes)) else { break }
+                        if let size, sent + Int64(slice.readableBytes) > size {
+                            throw PeerKitError.resourceSourceFailed(name: name, reason: "it yielded more than the \(size) bytes it announced")
+                        }
+                        try await waitForWindow(sent: sent, adding: slice.readableBytes, window: window)
+                        slice.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
+                        try await connection.sendBulk(ResourceChunkFrame.encode(transfer: transfer, data: slice))
+                        sent += Int64(slice.readableBytes)
+                    }
+                }
+            } catch let error as PeerKitError {
+                throw error
+            } catch {
+                throw PeerKitError.resourceSourceFailed(name: name, reason: "\(error)")
+            }
+            if let size, sent != size {
+                throw PeerKitError.resourceSourceFailed(name: name, reason: "it yielded \(sent) bytes, not the \(size) it announced")
+            }
+            let digest = ResourceDigest.hex(hasher.finalize())
+            // Behind the last chunk (chunks wait for a lull; an ordinary frame would overtake them).
+            try await connection.sendBulk(ResourceFrame.frame(ResourceFrame.end, ResourceFrame.End(transfer: transfer, size: sent, sha256: digest)))
+            try await waitUntilDone()
+            meter.finish()
+        } catch {
+            fail(error as? PeerKitError ?? .resourceSourceFailed(name: name, reason: "\(error)"), tellPeer: true)
+            throw state.withLockedValue { $0.failure } ?? error
+        }
+    }
+
+    private func waitForAcceptance() async throws(PeerKitError) -> (window: Int, chunk: Int) {
+        var accepted: (window: Int, chunk: Int)?
+        try await wait { state in
+            accepted = state.accepted
+            return accepted != nil
+        }
+        guard let accepted else { throw PeerKitError.connectionClosed(peer: connection.description) }
+        return accepted
+    }
+
+    private func waitForWindow(sent: Int64, adding count: Int, window: Int) async throws(PeerKitError) {
+        try await wait { state in sent - state.acked + Int64(count) <= Int64(window) || sent == state.acked }
+    }
+
+    private func waitUntilDone() async throws(PeerKitError) {
+        try await wait { $0.done }
+    }
+
+    /// Waits until `ready` holds (checked under the lock), or throws the transfer's failure.
+    private func wait(until ready: (State) -> Bool) async throws(PeerKitError) {
+        while true {
+            let check = state.withLockedValue { state -> Result<Bool, PeerKitError> in
+                if let failure = state.failure { return .failure(failure) }
+                return .success(ready(state))
+            }
+            switch check {
+            case let .failure(error): throw error
+            case .success(true): return
+            case .success(false): break
+            }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let parked = state.withLockedValue { state -> Bool in
+                    guard state.failure == nil, !ready(state) else { return false }
+                    state.waiter = continuation
+                    return true
+                }
+                if !parked { continuation.resume() }
+            }
+        }
+    }
+
+    private func update(_ body: (inout State) -> Void) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            body(&state)
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    // MARK: Events from the receiver (on the connection's event loop)
+
+    func accepted(window: Int, chunk: Int) {
+        update { if $0.accepted == nil { $0.accepted = (window, chunk) } }
+    }
+
+    /// The receiver has taken `received` bytes in total.
+    func acknowledged(_ received: Int64) {
+        var advanced = 0
+        update { state in
+            if received > state.acked {
+                advanced = Int(received - state.acked)
+                state.acked = received
+            }
+        }
+        if advanced > 0 { meter.advance(by: advanced) }
+    }
+
+    func completed() {
+        update { $0.done = true }
+    }
+
+    /// The transfer ended without success: `error` says why; `tellPeer` sends
+    /// `peerkit.resource.cancel` (when the failure is this side's).
+    func fail(_ error: PeerKitError, tellPeer: Bool) {
+        var first = false
+        update { state in
+            guard state.failure == nil, !state.done else { return }
+            state.failure = error
+            first = true
+        }
+        guard first else { return }
+        meter.abandon()
+        if tellPeer {
+            let reason = LogSafe.text(error.description, maximumBytes: ResourceFrame.maximumReasonLength)
+            connection.send(ResourceFrame.frame(ResourceFrame.cancel, ResourceFrame.Stop(transfer: transfer, reason: reason)))
+        }
+    }
+}

@@ -1,0 +1,272 @@
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// The resource transfers of one transceiver session, in both directions: routes
+/// `peerkit.resource.*` frames and chunks to them, applies the receiver's limits, and runs the
+/// handler registered for each incoming resource's name.
+///
+/// Frames arrive on the connections' event loops and are handled without blocking; handlers run
+/// in tasks of their own, so a large transfer never holds up the message dispatcher.
+final class ResourceTransfers: ResourceFrameSink {
+    /// The limits a receiver applies, and the sender's chunk length (from ``PeerConfiguration``).
+    struct Limits: Sendable {
+        var chunkLength: Int
+        var window: Int
+        var maximumConcurrentIncoming: Int
+        var maximumIncomingBytes: Int64
+        /// The receiver's frame limit: a chunk's frame must fit.
+        var maximumFrameLength: Int
+    }
+
+    /// A transfer on one connection, by the sender's number.
+    private struct Key: Hashable {
+        var connection: ObjectIdentifier
+        var transfer: UInt32
+    }
+
+    private struct State {
+        var nextTransfer: UInt32 = 1
+        var outgoing: [Key: OutgoingResource] = [:]
+        var incoming: [Key: IncomingResource] = [:]
+        /// Connections whose close is watched (to fail their transfers).
+        var watched: Set<ObjectIdentifier> = []
+        var stopped = false
+    }
+
+    private let registry: ResourceRegistry
+    private let limits: Limits
+    private let logger: Logger
+    private let state = NIOLockedValueBox(State())
+
+    init(registry: ResourceRegistry, limits: Limits, logger: Logger) {
+        self.registry = registry
+        self.limits = limits
+        self.logger = logger
+    }
+
+    /// The chunk length a receiver announces: the configured one, and never more than a frame holds.
+    var acceptedChunkLength: Int {
+        max(1, min(limits.chunkLength, limits.maximumFrameLength - ResourceChunkFrame.headerLength))
+    }
+
+    // MARK: Sending
+
+    /// Starts sending `source` as `name` on `connection`.
+    func send(_ source: ResourceSource, named name: String, to peer: Peer, on connection: PeerConnection) throws(PeerKitError) -> OutgoingResource {
+        guard connection.remote?.supports(Hello.Feature.resources) == true else {
+            throw PeerKitError.featureNotSupported(feature: Hello.Feature.resources, peer: connection.description)
+        }
+        guard !name.isEmpty, name.utf8.count <= ResourceFrame.maximumNameLength else {
+            throw PeerKitError.resourceSourceFailed(name: name, reason: "a resource name must be 1 to \(ResourceFrame.maximumNameLength) bytes of UTF-8, and this one is \(name.utf8.count)")
+        }
+        let registered = state.withLockedValue { state -> OutgoingResource? in
+            guard !state.stopped else { return nil }
+            var transfer = state.nextTransfer
+            while state.outgoing[Key(connection: ObjectIdentifier(connection), transfer: transfer)] != nil { transfer &+= 1 }
+            state.nextTransfer = transfer &+ 1
+            let resource = OutgoingResource(name: name, peer: peer, transfer: transfer, connection: connection, totalBytes: nil)
+            state.outgoing[Key(connection: ObjectIdentifier(connection), transfer: transfer)] = resource
+            return resource
+        }
+        guard let resource = registered else { throw PeerKitError.notRunning }
+        watch(connection)
+        let key = Key(connection: ObjectIdentifier(connection), transfer: resource.transfer)
+        resource.start(source, chunkLength: limits.chunkLength) { [weak self] in
+            self?.state.withLockedValue { _ = $0.outgoing.removeValue(forKey: key) }
+        }
+        if connection.isClosed { connectionEnded(connection) }
+        return resource
+    }
+
+    // MARK: Frames from peers (on the connection's event loop)
+
+    /// A `peerkit.resource.*` frame arrived.
+    func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection) {
+        do {
+            switch envelope.type {
+            case ResourceFrame.offer:
+                offered(try decode(ResourceFrame.Offer.self, envelope), from: peer, on: connection)
+            case ResourceFrame.end:
+                let end = try decode(ResourceFrame.End.self, envelope)
+                if let problem = incoming(end.transfer, on: connection)?.endArrived(end) { violation(problem, on: connection) }
+            case ResourceFrame.cancel:
+                let stop = try decode(ResourceFrame.Stop.self, envelope)
+                if let resource = incoming(stop.transfer, on: connection) {
+                    let reason = "the sender cancelled it: \(LogSafe.text(stop.reason, maximumBytes: ResourceFrame.maximumReasonLength))"
+                    logger.info("\(connection) cancelled the resource \"\(LogSafe.text(resource.name, maximumBytes: 80))\" it was sending.")
+                    resource.fail(.resourceCancelled(name: resource.name, peer: connection.description, reason: reason), tellPeer: nil)
+                }
+            case ResourceFrame.accept:
+                let accept = try decode(ResourceFrame.Accept.self, envelope)
+                guard accept.window > 0, accept.chunk > 0 else {
+                    return violation("a peerkit.resource.accept grants a window of \(accept.window) bytes and chunks of \(accept.chunk) bytes; both must be at least 1", on: connection)
+                }
+                outgoing(accept.transfer, on: connection)?.accepted(window: accept.window, chunk: accept.chunk)
+            case ResourceFrame.ack:
+                let ack = try decode(ResourceFrame.Ack.self, envelope)
+                outgoing(ack.transfer, on: connection)?.acknowledged(ack.received)
+            case ResourceFrame.done:
+                outgoing(try decode(ResourceFrame.Done.self, envelope).transfer, on: connection)?.completed()
+            case ResourceFrame.refuse:
+                let stop = try decode(ResourceFrame.Stop.self, envelope)
+                if let resource = outgoing(stop.transfer, on: connection) {
+                    let reason = LogSafe.text(stop.reason, maximumBytes: ResourceFrame.maximumReasonLength)
+                    resource.fail(.resourceRefused(name: resource.name, peer: connection.description, reason: reason), tellPeer: false)
+                }
+            default:
+                // A resource frame of a later version: ignored, like other unknown control frames.
+                break
+            }
+        } catch {
+            violation("a \(envelope.type) payload is not valid: \(error)", on: connection)
+        }
+    }
+
+    /// A binary chunk arrived.
+    func received(_ chunk: ResourceChunk, from peer: Peer, on connection: PeerConnection) {
+        // A chunk for no open transfer is one still in flight when this side cancelled: dropped.
+        guard let resource = incoming(chunk.transfer, on: connection) else { return }
+        if resource.size == nil, resource.receivedBytes + Int64(chunk.data.readableBytes) > limits.maximumIncomingBytes {
+            let reason = "it grew over this peer's limit of \(limits.maximumIncomingBytes) bytes (PeerConfiguration.maximumIncomingResourceBytes)"
+            logger.notice("Stopped the resource \"\(LogSafe.text(resource.name, maximumBytes: 80))\" from \(connection): \(reason).")
+            resource.fail(.resourceCancelled(name: resource.name, peer: connection.description, reason: reason), tellPeer: "this peer refused it: " + reason)
+            return
+        }
+        if let problem = resource.chunkArrived(chunk.data) { violation(problem, on: connection) }
+    }
+
+    private func offered(_ offer: ResourceFrame.Offer, from peer: Peer, on connection: PeerConnection) {
+        let key = Key(connection: ObjectIdentifier(connection), transfer: offer.transfer)
+        let name = LogSafe.text(offer.name, maximumBytes: 80)
+        func refuse(_ reason: String) {
+            logger.notice("Refused the resource \"\(name)\" from \(connection): \(reason).")
+            connection.send(ResourceFrame.frame(ResourceFrame.refuse, ResourceFrame.Stop(transfer: offer.transfer, reason: "this peer refused it: " + reason)))
+        }
+        if offer.name.isEmpty || offer.name.utf8.count > ResourceFrame.maximumNameLength {
+            return violation("a peerkit.resource.offer names a resource of \(offer.name.utf8.count) bytes; a name must be 1 to \(ResourceFrame.maximumNameLength) bytes", on: connection)
+        }
+        if let size = offer.size, size < 0 {
+            return violation("a peerkit.resource.offer announces a size of \(size) bytes", on: connection)
+        }
+        guard let handler = registry.handler(for: offer.name) else {
+            return refuse("no handler is registered for resources named \"\(name)\"")
+        }
+        if let size = offer.size, size > limits.maximumIncomingBytes {
+            return refuse("it is \(size) bytes, over this peer's limit of \(limits.maximumIncomingBytes) bytes (PeerConfiguration.maximumIncomingResourceBytes)")
+        }
+        enum Decision { case accept(IncomingResource), duplicate, busy(Int), stopped }
+        let window = limits.window
+        let decision = state.withLockedValue { state -> Decision in
+            guard !state.stopped else { return .stopped }
+            guard state.incoming[key] == nil else { return .duplicate }
+            guard state.incoming.count < limits.maximumConcurrentIncoming else { return .busy(state.incoming.count) }
+            let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window) { [weak self] in
+                self?.state.withLockedValue { _ = $0.incoming.removeValue(forKey: key) }
+            }
+            state.incoming[key] = resource
+            return .accept(resource)
+        }
+        switch decision {
+        case .stopped:
+            refuse("it is stopping")
+        case .duplicate:
+            violation("a second peerkit.resource.offer arrived for the open transfer \(offer.transfer)", on: connection)
+        case let .busy(count):
+            refuse("it is already receiving \(count) resources, its limit (PeerConfiguration.maximumConcurrentIncomingResources)")
+        case let .accept(resource):
+            watch(connection)
+            connection.send(ResourceFrame.frame(ResourceFrame.accept, ResourceFrame.Accept(transfer: offer.transfer, window: window, chunk: acceptedChunkLength)))
+            logger.debug("Receiving the resource \"\(name)\" from \(connection).")
+            let logger = logger
+            Task {
+                do {
+                    try await handler(resource)
+                    if resource.isComplete {
+                        resource.confirm()
+                    } else if !resource.isEnded {
+                        resource.cancelAfterLocalFailure("the receiver's handler returned before reading all of it")
+                    }
+                } catch {
+                    if resource.isComplete {
+                        resource.refuseAfterCompletion("the receiver's handler failed: \(error)")
+                    } else if !resource.isEnded {
+                        resource.cancelAfterLocalFailure("the receiver's handler failed: \(error)")
+                    }
+                    logger.warning("The handler of the resource \"\(name)\" from \(connection) failed: \(error)")
+                }
+            }
+            if connection.isClosed { connectionEnded(connection) }
+        }
+    }
+
+    // MARK: Ends
+
+    /// Fails every transfer of `connection` with why it ended.
+    func connectionEnded(_ connection: PeerConnection) {
+        let id = ObjectIdentifier(connection)
+        let (outgoing, incoming) = state.withLockedValue { state in
+            state.watched.remove(id)
+            return (state.outgoing.filter { $0.key.connection == id }.map(\.value), state.incoming.filter { $0.key.connection == id }.map(\.value))
+        }
+        let error = connection.closeError ?? .connectionClosed(peer: connection.description)
+        for resource in outgoing { resource.fail(error, tellPeer: false) }
+        for resource in incoming { resource.fail(error, tellPeer: nil) }
+    }
+
+    /// The session stops: every transfer fails with ``PeerKitError/notRunning``.
+    func stop() {
+        let (outgoing, incoming) = state.withLockedValue { state in
+            state.stopped = true
+            return (Array(state.outgoing.values), Array(state.incoming.values))
+        }
+        for resource in outgoing { resource.fail(.notRunning, tellPeer: true) }
+        for resource in incoming { resource.fail(.notRunning, tellPeer: "the receiver stopped") }
+    }
+
+    // MARK: Helpers
+
+    private func watch(_ connection: PeerConnection) {
+        let id = ObjectIdentifier(connection)
+        let first = state.withLockedValue { $0.watched.insert(id).inserted }
+        guard first else { return }
+        connection.channel.closeFuture.whenComplete { [weak self] _ in self?.connectionEnded(connection) }
+    }
+
+    private func incoming(_ transfer: UInt32, on connection: PeerConnection) -> IncomingResource? {
+        state.withLockedValue { $0.incoming[Key(connection: ObjectIdentifier(connection), transfer: transfer)] }
+    }
+
+    private func outgoing(_ transfer: UInt32, on connection: PeerConnection) -> OutgoingResource? {
+        state.withLockedValue { $0.outgoing[Key(connection: ObjectIdentifier(connection), transfer: transfer)] }
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ envelope: Envelope) throws -> T {
+        try PayloadDecoder.decode(T.self, from: envelope.payload, syntaxChecked: true)
+    }
+
+    private func violation(_ reason: String, on connection: PeerConnection) {
+        logger.warning("Closing the connection to \(connection): \(reason).")
+        connection.fail(reason)
+    }
+}
+
+/// The handlers of incoming resources, by name.
+final class ResourceRegistry: Sendable {
+    /// Reads one incoming resource.
+    typealias Handler = @Sendable (IncomingResource) async throws -> Void
+
+    private let handlers = NIOLockedValueBox<[String: Handler]>([:])
+
+    func register(_ name: String, _ handler: @escaping Handler) {
+        handlers.withLockedValue { $0[name] = handler }
+    }
+
+    func remove(_ name: String) {
+        handlers.withLockedValue { $0[name] = nil }
+    }
+
+    func handler(for name: String) -> Handler? {
+        handlers.withLockedValue { $0[name] }
+    }
+}
