@@ -27,6 +27,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     let remoteDescription: String
     /// Over this many bytes of unhandled inbound messages, reading pauses.
     let maximumQueuedInboundBytes: Int
+    /// Times the deadline for closing.
+    let clock: PeerClock
 
     /// Above this many queued bytes, ``waitUntilWritable()`` waits…
     static let outboxHighWatermark = 1 << 20
@@ -59,8 +61,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     private let state = NIOLockedValueBox(State())
 
-    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20) {
+    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, clock: PeerClock = .continuous) {
         self.channel = channel
+        self.clock = clock
         self.direction = direction
         self.serviceKey = serviceKey
         self.maximumQueuedInboundBytes = maximumQueuedInboundBytes
@@ -227,7 +230,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
         guard channel.isActive else { return }
         let channel = self.channel
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        let deadline = clock.schedule(on: channel.eventLoop, in: .nanoseconds(timeout.nanoseconds)) { channel.close(promise: nil) }
         guard let lastFrame else {
             if mode == .close {
                 deadline.cancel()

@@ -1,3 +1,4 @@
+import Synchronization
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -60,6 +61,11 @@ final class MessageDispatcher: Sendable {
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
+    /// Messages accepted whose handler has not finished yet (a test network's `settle()` waits for none).
+    private let unfinished = Atomic<Int>(0)
+
+    /// How many accepted messages still wait for their handler, or are in it.
+    var unfinishedCount: Int { unfinished.load(ordering: .acquiring) }
 
     init(registry: MessageRegistry, pending: PendingRequests, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
         self.registry = registry
@@ -80,6 +86,7 @@ final class MessageDispatcher: Sendable {
         let wake = queue.withLockedValue { queue -> (CheckedContinuation<[Inbound], Never>, [Inbound])? in
             guard !queue.finished else { return nil }
             queue.append(message)
+            unfinished.add(1, ordering: .releasing)
             guard let waiting = queue.waiting else { return nil }
             queue.waiting = nil
             return (waiting, queue.takeRound())
@@ -105,6 +112,7 @@ final class MessageDispatcher: Sendable {
             for message in batch {
                 await handle(message)
                 message.connection.inboundHandled(PeerConnectionHandler.cost(of: message.envelope))
+                unfinished.subtract(1, ordering: .releasing)
             }
         }
     }

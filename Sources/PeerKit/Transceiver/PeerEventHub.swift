@@ -17,6 +17,9 @@ final class PeerEventHub: Sendable {
 
     let callbacks = NIOLockedValueBox(Callbacks())
     private let subscribers = NIOLockedValueBox<[UUID: AsyncStream<PeerEvent>.Continuation]>([:])
+    /// Called synchronously with each event (for `PeerKitTesting`'s event recorder); they must
+    /// not block.
+    private let observers = NIOLockedValueBox<[UUID: @Sendable (PeerEvent) -> Void]>([:])
     private let callbackEvents: AsyncStream<PeerEvent>
     private let callbackContinuation: AsyncStream<PeerEvent>.Continuation
     private let callbackTaskStarted = NIOLockedValueBox(false)
@@ -27,6 +30,7 @@ final class PeerEventHub: Sendable {
 
     /// Delivers `event` to every subscriber and queues it for the closures. Never blocks.
     func publish(_ event: PeerEvent) {
+        for observer in observers.withLockedValue({ Array($0.values) }) { observer(event) }
         callbackContinuation.yield(event)
         for subscriber in subscribers.withLockedValue({ Array($0.values) }) {
             subscriber.yield(event)
@@ -36,6 +40,7 @@ final class PeerEventHub: Sendable {
     /// Delivers ``PeerEvent/stopped`` and then finishes every subscriber's stream: a stream
     /// belongs to one run of the transceiver. The closures keep working across restarts.
     func publishStopped() {
+        for observer in observers.withLockedValue({ Array($0.values) }) { observer(.stopped) }
         callbackContinuation.yield(.stopped)
         let ending = subscribers.withLockedValue { subscribers in
             defer { subscribers.removeAll() }
@@ -48,6 +53,18 @@ final class PeerEventHub: Sendable {
     }
 
     /// A new stream of every event published from now on.
+    /// Calls `observer` with every event from now on, synchronously, until ``removeObserver(_:)``.
+    func observe(_ observer: @escaping @Sendable (PeerEvent) -> Void) -> UUID {
+        let id = UUID()
+        observers.withLockedValue { $0[id] = observer }
+        return id
+    }
+
+    /// Stops calling an observer.
+    func removeObserver(_ id: UUID) {
+        _ = observers.withLockedValue { $0.removeValue(forKey: id) }
+    }
+
     func subscribe() -> AsyncStream<PeerEvent> {
         let id = UUID()
         let (stream, continuation) = AsyncStream.makeStream(of: PeerEvent.self)

@@ -40,6 +40,8 @@ public final class PeerTransceiver: Sendable {
     let registry = MessageRegistry()
     let pending = PendingRequests()
     let hub = PeerEventHub()
+    /// ``PeerConfiguration/clock``, read by every timer of the transceiver.
+    let clock: PeerClock
     private let requestCounter = Atomic<UInt64>(0)
     private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
 
@@ -62,6 +64,7 @@ public final class PeerTransceiver: Sendable {
     /// Creates a transceiver. Nothing happens until ``resume()`` or ``start()``.
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
+        self.clock = PeerClock(configuration.clock)
         self.peerID = UUID().uuidString
     }
 
@@ -116,7 +119,7 @@ public final class PeerTransceiver: Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         let session = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
+            let session = TransceiverSession(configuration: configuration, clock: clock, security: security, peerID: peerID, registry: registry, pending: pending, hub: hub)
             lifecycle = .starting(session)
             return session
         }

@@ -20,7 +20,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var dispatcherTask: Task<Void, Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
+    init(configuration: PeerConfiguration, clock: PeerClock, security: WireSecurity, peerID: String, registry: MessageRegistry, pending: PendingRequests, hub: PeerEventHub) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -50,7 +50,9 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 connectTimeout: configuration.connectTimeout.timeAmount,
                 backoff: configuration.reconnectBackoff,
                 security: security,
-                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount)
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount, clock: clock),
+                clock: clock,
+                transport: configuration.transport
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger
