@@ -26,6 +26,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "PeerKit", targets: ["PeerKit"]),
+        // For an app's test target (not the app): TestNetwork, FakePeer, a TestClock, faults on demand.
+        .library(name: "PeerKitTesting", targets: ["PeerKitTesting"]),
         .executable(name: "peerkit", targets: ["peerkit"]),
         .executable(name: "listrd", targets: ["listrd"]),
         .executable(name: "listrctl", targets: ["listrctl"]),
@@ -41,6 +43,8 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        // TestClock for PeerKitTesting and the tests only; PeerKit itself takes any Clock<Duration>.
+        .package(url: "https://github.com/pointfreeco/swift-clocks.git", from: "1.1.1"),
     ],
     targets: [
         // Avahi's client library, seen through a module map. Only PeerKit/Discovery imports it.
@@ -63,6 +67,20 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: librarySettings
+        ),
+        // The test kit: real transceivers over in-memory connections, scripted discovery, a test
+        // clock, faults on demand, FakePeer. Only tests depend on it.
+        .target(
+            name: "PeerKitTesting",
+            dependencies: [
+                "PeerKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Clocks", package: "swift-clocks"),
             ],
             swiftSettings: librarySettings
         ),
@@ -96,6 +114,7 @@ let package = Package(
             dependencies: [
                 "PeerKit",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/ListrKit",
             swiftSettings: librarySettings
@@ -142,7 +161,7 @@ let package = Package(
         .testTarget(
             name: "PeerKitTests",
             dependencies: [
-                "PeerKit",
+                "PeerKit", "PeerKitTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -152,7 +171,7 @@ let package = Package(
         .testTarget(
             name: "ListrTests",
             dependencies: [
-                "ListrKit", "PeerKit",
+                "ListrKit", "PeerKit", "PeerKitTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
