@@ -146,44 +146,7 @@ final class ListrService: Service, Sendable {
     }
 
     private func register(on transceiver: PeerTransceiver) {
-        serve(AddItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(ListItemsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(CompleteItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(RemoveItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(DumpDatabaseCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(ReplaceDatabaseCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(WatchCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(GetSettingsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(SetSettingCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(ResetSettingsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        let watchers = watchers
-        let logger = logger
-        transceiver.peerDisconnected = { peer in
-            if watchers.contains(peer) {
-                watchers.remove(peer)
-                logger.info("\(peer) stopped watching")
-            }
-        }
-    }
-
-    /// Registers `handle` as the responder for `Command`, logging each command and its outcome.
-    private func serve<Command: Decodable & Sendable>(
-        _ type: Command.Type,
-        on transceiver: PeerTransceiver,
-        _ handle: @escaping @Sendable (ListrRequestHandler, Command, Peer) async -> CLIResponse
-    ) {
-        let handler = handler
-        let logger = logger
-        transceiver.respond(to: type) { command, sender in
-            logger.debug("\(Command.self) from \(sender) received")
-            let response = await handle(handler, command, sender)
-            if case let .error(reason) = response {
-                logger.notice("\(Command.self) from \(sender) refused: \(reason)")
-            } else {
-                logger.info("\(Command.self) from \(sender) done")
-            }
-            return response
-        }
+        handler.serve(on: transceiver, logger: logger)
     }
 }
 
