@@ -207,6 +207,17 @@ final class TestLink: Sendable {
         }
     }
 
+    /// Closes the relay's channels and both ends' channels: for ``TestNetwork/shutdown()``,
+    /// which must not wait on an end that does not notice.
+    func closeEverything() {
+        let channels = state.withLockedValue { state -> [any Channel] in
+            state.closed = true
+            return [state.towardsDialler, state.towardsAcceptor].compactMap { $0 } + state.peers
+        }
+        for channel in channels { channel.close(promise: nil) }
+        network.linkClosed(id)
+    }
+
     /// Whether bytes wait to be read on a socket whose reader is reading, a delayed frame is
     /// due, or the link was cut and an end has not yet seen it end.
     var hasBytesInFlight: Bool {

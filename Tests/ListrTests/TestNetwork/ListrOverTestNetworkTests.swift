@@ -7,7 +7,7 @@ import Testing
 /// listrd's command handling (``ListrRequestHandler/serve(on:logger:)``, what listrd runs) driven
 /// over a ``TestNetwork``: the real request path, wire format and replies, without processes,
 /// ports or avahi-daemon.
-@Suite("Listr commands over a test network")
+@Suite("Listr commands over a test network", .serialized)
 struct ListrOverTestNetworkTests {
     let persistence = InMemoryPersistence([Item(title: "Milk"), Item(title: "Bread"), Item(title: "Eggs")])
 

@@ -2,6 +2,7 @@ import PeerKit
 import PeerKitTesting
 import Testing
 
+extension TestNetworkSuites {
 /// How a connection ends, each way, on a ``TestNetwork``: what the survivor reports and does.
 @Suite("A connection's close paths on a test network")
 struct ClosePathTests {
@@ -87,4 +88,5 @@ struct ClosePathTests {
         #expect(alice.connectedPeers.isEmpty)
         await network.shutdown()
     }
+}
 }

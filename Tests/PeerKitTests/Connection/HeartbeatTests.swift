@@ -2,6 +2,7 @@ import PeerKit
 import PeerKitTesting
 import Testing
 
+extension TestNetworkSuites {
 /// Heartbeats and peer expiry on a ``TestNetwork``: real transceivers, a test clock advanced by
 /// hand. Defaults: pings after 1.25 s of silence, ticks every 0.25 s, peer timeout 2.5 s.
 @Suite("Heartbeats and peer expiry on a test clock")
@@ -108,6 +109,7 @@ struct HeartbeatTests {
         await #expect(throws: PeerKitError.self) { try await alice.send(chunk, to: [bobPeer]) }
         await network.shutdown()
     }
+}
 }
 
 struct Chunk: Codable, Sendable {

@@ -2,6 +2,7 @@ import PeerKit
 import PeerKitTesting
 import Testing
 
+extension TestNetworkSuites {
 /// Redialling with back-off on a ``TestNetwork``, with jitter off so that every attempt's time is known.
 @Suite("Reconnect back-off on a test clock")
 struct ReconnectTests {
@@ -70,4 +71,5 @@ struct ReconnectTests {
         #expect(network.elapsed == .zero, "no back-off: dialled as soon as it was advertised")
         await network.shutdown()
     }
+}
 }

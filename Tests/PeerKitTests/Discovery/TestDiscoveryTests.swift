@@ -2,6 +2,7 @@ import PeerKit
 import PeerKitTesting
 import Testing
 
+extension TestNetworkSuites {
 /// Discovery events as the connection layer sees them, scripted by a ``TestNetwork``.
 @Suite("Discovery scripted by a test network")
 struct TestDiscoveryTests {
@@ -58,4 +59,5 @@ struct TestDiscoveryTests {
         #expect(first.connectedPeers.map(\.name) == ["kitchen #2", "observer"])
         await network.shutdown()
     }
+}
 }

@@ -3,6 +3,7 @@ import PeerKit
 import PeerKitTesting
 import Testing
 
+extension TestNetworkSuites {
 /// The test kit's own behaviour: faults do what they say, and waiting fails fast.
 @Suite("TestNetwork faults and waiting")
 struct TestNetworkTests {
@@ -64,4 +65,5 @@ struct TestNetworkTests {
         #expect(error?.step == "When the impossible happens")
         #expect(error?.description == "The step \"When the impossible happens\" failed: The test network shut down.")
     }
+}
 }

@@ -3,9 +3,10 @@ import PeerKit
 import PeerKitTesting
 import Testing
 
+extension TestNetworkSuites {
 /// Request timeouts and cancellation on a ``TestNetwork``: the 5 s timeout passes when the test
 /// clock says so, and a cancellation ends a request with no time passing at all.
-@Suite("Request timeout and cancellation on a test clock", .timeLimit(.minutes(1)))
+@Suite("Request timeout and cancellation on a test clock")
 struct RequestTimeoutTests {
     /// Alice and bob, connected; bob receives ``Question``s but never answers them.
     private func aliceAndSilentBob(_ network: TestNetwork) async throws -> (PeerTransceiver, PeerTransceiver, Peer) {
@@ -104,4 +105,5 @@ struct RequestTimeoutTests {
         #expect(error == .noPeerFound(serviceType: "testkit", timeout: .seconds(10)))
         await network.shutdown()
     }
+}
 }
