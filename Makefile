@@ -9,7 +9,7 @@ CONFIGURATION ?= release
 TOOLS = peerkit listrd listrctl
 MAN_DIR = .build/man
 
-.PHONY: all build test demo bench stress test-lan setup avahi clean fuzz fuzz-smoke install man docs
+.PHONY: all build test test-repeat demo bench stress test-lan setup avahi clean fuzz fuzz-smoke install man docs
 
 all: build
 
@@ -33,6 +33,18 @@ test: avahi
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip '$(ISOLATED_TESTS)'
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --filter '$(ISOLATED_TESTS)'
 	@scripts/fuzz smoke
+
+## The integration suites: real sockets, an avahi-daemon, processes and wall-clock deadlines
+## (Tests/PeerKitTests/Integration, Tests/ListrTests/EndToEnd and Adversarial). Every other suite is
+## a unit suite: no sleeps, no wall-clock deadlines (TestNetwork, TestClock, embedded channels).
+INTEGRATION_TESTS = AdmissionTests|CertificateTests|InspectorCertificateTests|GroupWireTests|TransceiverGroupTests|TransceiverLifecycleTests|TransceiverMetricsTests|ListrMetricsEndpointTests|ResourceTransferTests|ResourceRawPeerTests|ResourceThrottledLinkTests|AvahiDaemonFailureTests|AvahiDiscoveryTests|AvahiTransceiverTests|CrossProcessTests|InstallScriptTests|ListrAdversarialTests|ListrEndToEndTests|ListrSecurityTests|ListrStoreEndToEndTests|ListrWatchEndToEndTests|ListrWithoutDiscoveryTests|ListrctlOptionTests|ListrdNotifyTests|PeerEventStreamTests|PeerkitInspectorTests|PreSharedKeyTests|ProtocolPythonClientTests|RawMessageTests|ReadmeSnippetTests|ServiceUnitTests|TransceiverAdversarialTests|TransceiverConnectionTests|TransceiverEdgeTests|TransceiverMessagingTests
+REPEAT ?= 100
+
+## make test-repeat: the unit suites REPEAT times (default 100), each a fresh `swift test`; prints
+## the wall time and how many runs failed (and keeps their output). Needs no avahi-daemon.
+test-repeat: setup
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	@SWIFT="$(SWIFT)" SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" scripts/test-repeat $(REPEAT) '$(INTEGRATION_TESTS)'
 
 ## make demo: starts listrd on a temporary store and drives it with listrctl.
 demo: avahi

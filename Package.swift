@@ -26,6 +26,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "PeerKit", targets: ["PeerKit"]),
+        // For an app's test target (not the app): TestNetwork, FakePeer, a TestClock, faults on demand.
+        .library(name: "PeerKitTesting", targets: ["PeerKitTesting"]),
         .executable(name: "peerkit", targets: ["peerkit"]),
         .executable(name: "listrd", targets: ["listrd"]),
         .executable(name: "listrctl", targets: ["listrctl"]),
@@ -48,6 +50,8 @@ let package = Package(
         // `.certificates` security mode: self-signed identities, PEM, chain verification.
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        // TestClock for PeerKitTesting and the tests only; PeerKit itself takes any Clock<Duration>.
+        .package(url: "https://github.com/pointfreeco/swift-clocks.git", from: "1.1.1"),
     ],
     targets: [
         // Avahi's client library, seen through a module map. Only PeerKit/Discovery imports it.
@@ -77,6 +81,20 @@ let package = Package(
                 // Resources: chunked reads, and a received file that appears under its name only
                 // when complete (transactional creation). Its product name still has the underscore.
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
+            ],
+            swiftSettings: librarySettings
+        ),
+        // The test kit: real transceivers over in-memory connections, scripted discovery, a test
+        // clock, faults on demand, FakePeer. Only tests depend on it.
+        .target(
+            name: "PeerKitTesting",
+            dependencies: [
+                "PeerKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Clocks", package: "swift-clocks"),
             ],
             swiftSettings: librarySettings
         ),
@@ -110,6 +128,7 @@ let package = Package(
             dependencies: [
                 "PeerKit",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/ListrKit",
             swiftSettings: librarySettings
@@ -162,7 +181,7 @@ let package = Package(
         .testTarget(
             name: "PeerKitTests",
             dependencies: [
-                "PeerKit",
+                "PeerKit", "PeerKitTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -179,7 +198,7 @@ let package = Package(
         .testTarget(
             name: "ListrTests",
             dependencies: [
-                "ListrKit", "PeerKit",
+                "ListrKit", "PeerKit", "PeerKitTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

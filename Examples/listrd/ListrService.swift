@@ -155,10 +155,9 @@ final class ListrService: Service, Sendable {
     }
 
     private func register(on transceiver: PeerTransceiver) {
-        serve(AddItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(ListItemsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(CompleteItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(RemoveItemCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
+        // Every command as ListrKit serves it (the tests drive the same over a TestNetwork);
+        // then the store's dump and replace again, to travel as resources when the client can.
+        handler.serve(on: transceiver, logger: logger)
         let box = box
         let uploads = uploads
         serve(DumpDatabaseCommand.self, on: transceiver) { handler, command, sender in
@@ -175,10 +174,6 @@ final class ListrService: Service, Sendable {
         transceiver.receiveResources(named: ListrResources.replace) { resource in
             try await Self.receiveUpload(resource, into: uploads)
         }
-        serve(WatchCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(GetSettingsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(SetSettingCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
-        serve(ResetSettingsCommand.self, on: transceiver) { await $0.handle($1, from: $2) }
         let watchers = watchers
         let logger = logger
         transceiver.peerDisconnected = { peer in

@@ -39,6 +39,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var security: WireSecurity = .plaintext
         var admission = AdmissionGate(admission: nil, timeout: .seconds(10))
         var metrics: PeerMetrics = .disabled
+        /// Every timer's clock (``PeerConfiguration/clock``).
+        var clock: PeerClock = .continuous
+        /// Where channels come from instead of TCP (``PeerConfiguration/transport``).
+        var transport: (any PeerTransport)?
     }
 
     private struct PeerRecord {
@@ -47,7 +51,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         /// Discovery keys that lead to this peer; while there are any, a lost connection is redialled.
         var serviceKeys: Set<String> = []
         /// Set after the active connection closed as a tie-break loser: the winner is on its way.
-        var pendingDisconnect: Scheduled<Void>?
+        var pendingDisconnect: PeerTimer?
 
         var isAvailable: Bool { active != nil || !serviceKeys.isEmpty || pendingDisconnect != nil }
 
@@ -66,7 +70,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         /// connected to is redialled with the back-off capped at ``lostPeerRedialCap``.
         var wasReached = false
         var dialing = false
-        var retry: Scheduled<Void>?
+        var retry: PeerTimer?
     }
 
     private struct State {
@@ -74,6 +78,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         /// The hello sent on new connections; its name follows the advertised instance name.
         var localHello: Hello
         var server: (any Channel)?
+        /// The listener when a ``PeerTransport`` replaces TCP.
+        var listener: (any PeerTransportListener)?
         var connections: [ObjectIdentifier: PeerConnection] = [:]
         /// Accepted channels whose handshake has not completed (by channel identity).
         var pendingHandshakes: Set<ObjectIdentifier> = []
@@ -135,7 +141,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         self.logger = logger
         self.heartbeats = HeartbeatTicker(interval: ConnectionStateMachine.Configuration.tickInterval(
             heartbeatInterval: configuration.heartbeatInterval, peerTimeout: configuration.peerTimeout
-        ))
+        ), clock: configuration.clock)
     }
 
     /// Where events and messages go. Set before ``start()``.
@@ -181,6 +187,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     func start() async throws -> Int? {
         withState { $0.running = true }
         guard configuration.listens else { return nil }
+        if let transport = configuration.transport {
+            return try await listen(on: transport)
+        }
         let budget = DescriptorBudget.current()
         let cap = min(configuration.maximumConnections, budget?.connections ?? .max)
         withState { $0.maximumConnections = cap }
@@ -221,13 +230,32 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         }
     }
 
+    /// Listens on a transport that replaces TCP; accepted channels get the same checks and
+    /// pipeline as accepted sockets.
+    private func listen(on transport: any PeerTransport) async throws -> Int? {
+        do {
+            let listener = try await transport.listen(group: group) { channel in
+                try self.configureInbound(channel)
+            }
+            let stillRunning = withState { state -> Bool in
+                if state.running { state.listener = listener }
+                return state.running
+            }
+            if !stillRunning { try? await listener.close().get() }
+            return listener.port
+        } catch {
+            withState { $0.running = false }
+            throw PeerKitError.listenFailed(address: "the test transport", reason: Self.describe(error))
+        }
+    }
+
     /// Says bye to every connected peer, closes every connection and the listener, and reports
     /// every peer disconnected and removed. Idempotent. Returns futures that complete when the
     /// connections and the listener are closed.
     @discardableResult
     func stop() -> [EventLoopFuture<Void>] {
-        let (connections, server) = withState { state -> ([PeerConnection], (any Channel)?) in
-            guard state.running else { return ([], nil) }
+        let (connections, server, listener) = withState { state -> ([PeerConnection], (any Channel)?, (any PeerTransportListener)?) in
+            guard state.running else { return ([], nil, nil) }
             state.running = false
             for service in state.services.values { service.retry?.cancel() }
             var removed = false
@@ -245,14 +273,15 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             state.services = [:]
             state.pendingHandshakes = []
             state.accepting = []
-            defer { state.connections = [:]; state.server = nil }
-            return (Array(state.connections.values), state.server)
+            defer { state.connections = [:]; state.server = nil; state.listener = nil }
+            return (Array(state.connections.values), state.server, state.listener)
         }
         for connection in connections {
             connection.requestClose(.stopped)
         }
         server?.close(promise: nil)
-        return connections.map(\.channel.closeFuture) + (server.map { [$0.closeFuture] } ?? [])
+        let listenerClosed = listener?.close()
+        return connections.map(\.channel.closeFuture) + (server.map { [$0.closeFuture] } ?? []) + (listenerClosed.map { [$0] } ?? [])
     }
 
     // MARK: Queries
@@ -429,15 +458,32 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             dialFailed(key: key, reason: lastError ?? "it advertises no address")
             return
         }
-        ClientBootstrap(group: group)
-            .connectTimeout(configuration.connectTimeout)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
+        let connected: EventLoopFuture<Void>
+        let clock = configuration.clock
+        let connectTimeout = Duration.nanoseconds(configuration.connectTimeout.nanoseconds)
+        if let transport = configuration.transport {
+            connected = transport.connect(to: endpoint, group: group) { channel in
+                try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
+            }.timingOut(after: connectTimeout, clock: clock, on: group.next(), endpoint: endpoint)
+        } else {
+            connected = ClientBootstrap(group: group)
+                // With a clock other than the real one, the connect timeout is that clock's (below).
+                .connectTimeout(clock.isReal ? configuration.connectTimeout : .hours(24))
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        if !clock.isReal {
+                            _ = clock.schedule(on: channel.eventLoop, in: connectTimeout) {
+                                if !channel.isActive { channel.close(promise: nil) }
+                            }
+                        }
+                        try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
+                    }
                 }
-            }
-            .connect(host: endpoint.host, port: endpoint.port)
+                .connect(host: endpoint.host, port: endpoint.port)
+                .map { _ in }
+        }
+        connected
             .whenComplete { result in
                 guard case let .failure(error) = result else {
                     self.configuration.metrics.dialled.increment()
@@ -459,7 +505,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             if record.wasReached { delay = min(delay, Self.lostPeerRedialCap) }
             let attempt = record.attempt
             record.attempt += 1
-            record.retry = timerLoop.scheduleTask(in: delay.timeAmount) { self.dial(key: key) }
+            record.retry = configuration.clock.schedule(on: timerLoop, in: delay) { self.dial(key: key) }
             state.services[key] = record
             if attempt == 0, let error { state.emit(.error(error)) }
             return (record.service.name, attempt, delay)
@@ -485,7 +531,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             guard var record = state.services[key], !record.dialing, record.retry == nil else { continue }
             let delay = configuration.backoff.delay(attempt: 0, random: Double.random(in: 0..<1))
             record.attempt = 0
-            record.retry = timerLoop.scheduleTask(in: delay.timeAmount) { self.dial(key: key) }
+            record.retry = configuration.clock.schedule(on: timerLoop, in: delay) { self.dial(key: key) }
             state.services[key] = record
         }
     }
@@ -554,8 +600,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
         let inboundLimit = configuration.maximumQueuedInboundBytes
         let metrics = configuration.metrics
+        let clock = configuration.clock
         let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, ticker: heartbeats, metrics: metrics, delegate: self) { channel in
-            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit, metrics: metrics)
+            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit, metrics: metrics, clock: clock)
             let running = self.withState { state -> Bool in
                 guard state.running else { return false }
                 let id = ObjectIdentifier(connection)
@@ -697,7 +744,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             record.active = nil
             if reason == .peerSaidBye(reason: Bye.duplicateConnection) {
                 // The peer kept another connection to us; it is being established.
-                record.pendingDisconnect = timerLoop.scheduleTask(in: configuration.handshakeTimeout) {
+                record.pendingDisconnect = configuration.clock.schedule(on: timerLoop, in: .nanoseconds(configuration.handshakeTimeout.nanoseconds)) {
                     self.duplicateGraceExpired(peerID: remote.peerID)
                 }
                 state.peers[remote.peerID] = record
@@ -782,5 +829,26 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             return reasons.isEmpty ? "\(connectError)" : reasons.joined(separator: "; ")
         }
         return String(describing: error)
+    }
+}
+
+extension EventLoopFuture where Value == Void {
+    /// Fails with a connect timeout when this does not complete within `timeout` on `clock`: the
+    /// connect timeout for channels from a ``PeerTransport``.
+    fileprivate func timingOut(after timeout: Duration, clock: PeerClock, on eventLoop: any EventLoop, endpoint: PeerEndpoint) -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        let done = PeerTimer.Flag()
+        let timer = clock.schedule(on: eventLoop, in: timeout) {
+            guard !done.isSet else { return }
+            done.set()
+            promise.fail(ChannelError.connectTimeout(.nanoseconds(timeout.nanosecondsClamped)))
+        }
+        hop(to: eventLoop).whenComplete { result in
+            timer.cancel()
+            guard !done.isSet else { return }
+            done.set()
+            promise.completeWith(result)
+        }
+        return promise.futureResult
     }
 }

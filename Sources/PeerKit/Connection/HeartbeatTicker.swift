@@ -8,6 +8,9 @@ import NIOCore
 /// with 63 connections per process ticking every 0.25 s, that was most of what an idle 64-peer
 /// mesh of debug builds spent (about 1.4 cores on a 2-core machine). One timer per loop costs
 /// the same for one connection as for a thousand.
+///
+/// The timer comes from the transceiver's ``PeerClock``: an event-loop timer for the real clock,
+/// one sleeping task per loop for a test clock. Each tick carries the time it was due.
 final class HeartbeatTicker: Sendable {
     /// A connection's place in its loop's round; ``cancel()`` it on that loop when the connection ends.
     struct Registration {
@@ -21,19 +24,21 @@ final class HeartbeatTicker: Sendable {
     }
 
     let interval: TimeAmount
+    let clock: PeerClock
     private let rounds = NIOLockedValueBox<[ObjectIdentifier: NIOLoopBound<LoopRound>]>([:])
 
-    init(interval: TimeAmount) {
+    init(interval: TimeAmount, clock: PeerClock = .continuous) {
         self.interval = interval
+        self.clock = clock
     }
 
-    /// Calls `tick` every ``interval`` on `eventLoop` until the registration is cancelled. Call on
-    /// `eventLoop`.
-    func register(on eventLoop: any EventLoop, _ tick: @escaping () -> Void) -> Registration {
+    /// Calls `tick` every ``interval`` on `eventLoop`, with the time the tick was due, until the
+    /// registration is cancelled. Call on `eventLoop`.
+    func register(on eventLoop: any EventLoop, _ tick: @escaping (NIODeadline) -> Void) -> Registration {
         eventLoop.preconditionInEventLoop()
         let round = rounds.withLockedValue { rounds in
             if let round = rounds[ObjectIdentifier(eventLoop)] { return round }
-            let round = NIOLoopBound(LoopRound(eventLoop: eventLoop, interval: interval), eventLoop: eventLoop)
+            let round = NIOLoopBound(LoopRound(eventLoop: eventLoop, interval: interval, clock: clock), eventLoop: eventLoop)
             rounds[ObjectIdentifier(eventLoop)] = round
             return round
         }
@@ -45,22 +50,24 @@ final class HeartbeatTicker: Sendable {
 final class LoopRound {
     private let eventLoop: any EventLoop
     private let interval: TimeAmount
-    private var members: [Int: () -> Void] = [:]
+    private let clock: PeerClock
+    private var members: [Int: (NIODeadline) -> Void] = [:]
     private var nextID = 0
-    private var task: RepeatedTask?
+    private var task: PeerTimer?
 
-    init(eventLoop: any EventLoop, interval: TimeAmount) {
+    init(eventLoop: any EventLoop, interval: TimeAmount, clock: PeerClock) {
         self.eventLoop = eventLoop
         self.interval = interval
+        self.clock = clock
     }
 
-    func add(_ tick: @escaping () -> Void) -> Int {
+    func add(_ tick: @escaping (NIODeadline) -> Void) -> Int {
         nextID += 1
         members[nextID] = tick
         if task == nil {
             let round = NIOLoopBound(self, eventLoop: eventLoop)
-            task = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                round.value.tickAll()
+            task = clock.repeating(on: eventLoop, every: .nanoseconds(interval.nanoseconds)) { now in
+                round.value.tickAll(now: now)
             }
         }
         return nextID
@@ -75,8 +82,8 @@ final class LoopRound {
         }
     }
 
-    private func tickAll() {
+    private func tickAll(now: NIODeadline) {
         // A tick may end its connection, which removes it: iterate over a snapshot.
-        for tick in Array(members.values) { tick() }
+        for tick in Array(members.values) { tick(now) }
     }
 }

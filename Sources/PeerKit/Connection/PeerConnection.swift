@@ -32,6 +32,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     let maximumQueuedInboundBytes: Int
     /// Where the send queue's depth and the bytes written are counted.
     let metrics: PeerMetrics
+    /// Times the deadline for closing.
+    let clock: PeerClock
 
     /// Above this many queued bytes, ``waitUntilWritable()`` waits…
     static let outboxHighWatermark = 1 << 20
@@ -73,9 +75,10 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     private let state = NIOLockedValueBox(State())
 
-    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, metrics: PeerMetrics = .disabled) {
+    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous) {
         self.metrics = metrics
         self.channel = channel
+        self.clock = clock
         self.direction = direction
         self.serviceKey = serviceKey
         self.maximumQueuedInboundBytes = maximumQueuedInboundBytes
@@ -327,7 +330,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
         guard channel.isActive else { return }
         let channel = self.channel
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        let deadline = clock.schedule(on: channel.eventLoop, in: .nanoseconds(timeout.nanoseconds)) { channel.close(promise: nil) }
         guard let lastFrame else {
             if mode == .close {
                 deadline.cancel()

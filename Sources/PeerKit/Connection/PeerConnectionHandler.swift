@@ -5,8 +5,9 @@ import NIOCore
 ///
 /// It keeps no connection state of its own beyond I/O bookkeeping (the heartbeat timer and a
 /// read held back while reading is paused); when and why the connection ends is the state
-/// machine's. Time comes from the channel's event loop (`eventLoop.now`), so tests on an
-/// `EmbeddedEventLoop` drive heartbeats and timeouts by advancing its clock.
+/// machine's. Time comes from the transceiver's ``PeerClock``: with the real clock, from the
+/// channel's event loop (`eventLoop.now`), so tests on an `EmbeddedEventLoop` drive heartbeats and
+/// timeouts by advancing its time; with a test clock, from that clock.
 ///
 /// Outbound, it passes writes through and takes two requests as user outbound events
 /// (``PeerConnection/Request``): close, and resume reading. It withholds `read` while the
@@ -27,7 +28,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var connection: PeerConnection?
     /// The shared per-loop timer, when the connection manager provides one; else a timer of its own.
     private let ticker: HeartbeatTicker?
-    private var heartbeatTask: RepeatedTask?
+    private let clock: PeerClock
+    private var heartbeatTask: PeerTimer?
     private var heartbeatRegistration: HeartbeatTicker.Registration?
     /// When the heartbeat last ticked, to notice a tick delayed by a busy event loop.
     private var lastTick: NIODeadline?
@@ -42,10 +44,12 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     ///     `maximumFrameLength` when the handshake completes.
     ///   - ticker: ticks this connection's heartbeat together with the others on its event loop;
     ///     nil gives the connection a timer of its own (as tests on an `EmbeddedEventLoop` use).
-    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, ticker: HeartbeatTicker? = nil, metrics: PeerMetrics = .disabled, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
+    ///   - clock: where time comes from; the ticker's clock when there is a ticker.
+    init(configuration: ConnectionStateMachine.Configuration, frameLimit: FrameLengthLimit, ticker: HeartbeatTicker? = nil, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous, delegate: any PeerConnectionDelegate, makeConnection: @escaping (any Channel) -> PeerConnection) {
         self.stateMachine = ConnectionStateMachine(configuration: configuration)
         self.ticker = ticker
         self.metrics = metrics
+        self.clock = ticker?.clock ?? clock
         self.frameLimit = frameLimit
         self.delegate = delegate
         self.makeConnection = makeConnection
@@ -65,24 +69,25 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         let connection = makeConnection(context.channel)
         self.connection = connection
         count(as: .handshaking)
-        perform(stateMachine.activated(now: context.eventLoop.now), context: context)
+        perform(stateMachine.activated(now: clock.now(on: context.eventLoop)), context: context)
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         if let ticker {
-            heartbeatRegistration = ticker.register(on: context.eventLoop) {
-                loopBoundSelf.value.heartbeat(context: loopBoundContext.value)
+            heartbeatRegistration = ticker.register(on: context.eventLoop) { now in
+                loopBoundSelf.value.heartbeat(now: now, context: loopBoundContext.value)
             }
         } else {
             let interval = stateMachine.configuration.tickInterval
-            heartbeatTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                loopBoundSelf.value.heartbeat(context: loopBoundContext.value)
+            let eventLoop = context.eventLoop
+            heartbeatTask = clock.repeating(on: eventLoop, every: .nanoseconds(interval.nanoseconds)) { now in
+                eventLoop.preconditionInEventLoop()
+                loopBoundSelf.value.heartbeat(now: now, context: loopBoundContext.value)
             }
         }
     }
 
-    private func heartbeat(context: ChannelHandlerContext) {
+    private func heartbeat(now: NIODeadline, context: ChannelHandlerContext) {
         guard let connection else { return }
-        let now = context.eventLoop.now
         // A tick more than one interval late means the event loop was busy: see `stalledFor`.
         let interval = stateMachine.configuration.tickInterval
         let late = lastTick.map { now - $0 - interval } ?? .zero
@@ -104,12 +109,12 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
         let action: ConnectionStateMachine.Action
         if ResourceChunkFrame.isChunk(frame) {
-            perform(stateMachine.chunkReceived(frame, now: context.eventLoop.now), context: context)
+            perform(stateMachine.chunkReceived(frame, now: clock.now(on: context.eventLoop)), context: context)
             return
         }
         do {
             let envelope = try EnvelopeParser.parse(frame)
-            action = stateMachine.frameReceived(envelope, now: context.eventLoop.now)
+            action = stateMachine.frameReceived(envelope, now: clock.now(on: context.eventLoop))
         } catch {
             action = stateMachine.frameRejected(error)
         }
@@ -119,7 +124,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     func channelReadComplete(context: ChannelHandlerContext) {
         // The frame decoder passes this on after every read from the socket, whole frame or
         // not: any bytes prove the peer alive, even in the middle of a large frame.
-        stateMachine.bytesArrived(now: context.eventLoop.now)
+        stateMachine.bytesArrived(now: clock.now(on: context.eventLoop))
         context.fireChannelReadComplete()
     }
 

@@ -1,3 +1,4 @@
+import Synchronization
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -64,6 +65,11 @@ final class MessageDispatcher: InboundMessageSink {
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
+    /// Messages accepted whose handler has not finished yet (a test network's `settle()` waits for none).
+    private let unfinished = Atomic<Int>(0)
+
+    /// How many accepted messages still wait for their handler, or are in it.
+    var unfinishedCount: Int { unfinished.load(ordering: .acquiring) }
 
     init(registry: MessageRegistry, pending: PendingRequests, groups: GroupDirectory, metrics: PeerMetrics = .disabled, logger: Logger, reportError: @escaping @Sendable (PeerKitError) -> Void) {
         self.registry = registry
@@ -87,6 +93,7 @@ final class MessageDispatcher: InboundMessageSink {
         let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<[Inbound], Never>, [Inbound])?) in
             guard !queue.finished else { return (false, nil) }
             queue.append(message)
+            unfinished.add(1, ordering: .releasing)
             guard let waiting = queue.waiting else { return (true, nil) }
             queue.waiting = nil
             return (true, (waiting, queue.takeRound()))
@@ -115,6 +122,7 @@ final class MessageDispatcher: InboundMessageSink {
                 let cost = PeerConnectionHandler.cost(of: message.envelope)
                 metrics.receiveQueueBytes.decrement(by: Double(cost))
                 message.connection.inboundHandled(cost)
+                unfinished.subtract(1, ordering: .releasing)
             }
         }
     }

@@ -14,7 +14,7 @@ final class PendingRequests: Sendable {
     private struct Entry {
         var peerID: String
         var continuation: CheckedContinuation<Envelope, any Error>?
-        var timeout: Scheduled<Void>?
+        var timeout: PeerTimer?
         /// Why the request ended before its continuation was attached.
         var earlyFailure: (any Error)?
     }
@@ -42,7 +42,7 @@ final class PendingRequests: Sendable {
     }
 
     /// Attaches the timer that will fail the request, unless it has already ended.
-    func setTimeout(id: String, _ timeout: Scheduled<Void>) {
+    func setTimeout(id: String, _ timeout: PeerTimer) {
         let ended = pending.withLockedValue { pending -> Bool in
             guard pending[id] != nil else { return true }
             pending[id]?.timeout = timeout

@@ -10,12 +10,14 @@ final class AdmissionGate: Sendable {
 
     private let admission: PeerAdmission?
     private let timeout: TimeAmount
+    private let clock: PeerClock
     /// Per connection still waiting for its verdict, the messages held; per refused connection
     /// (until it is closed), nil: what it still sends is dropped.
     private let held = NIOLockedValueBox<[ObjectIdentifier: [Envelope]?]>([:])
 
-    init(admission: PeerAdmission?, timeout: TimeAmount) {
+    init(admission: PeerAdmission?, timeout: TimeAmount, clock: PeerClock = .continuous) {
         self.admission = admission
+        self.clock = clock
         self.timeout = timeout
     }
 
@@ -32,11 +34,12 @@ final class AdmissionGate: Sendable {
         held.withLockedValue { $0[id] = .some([]) }
         connection.channel.closeFuture.whenComplete { _ in self.held.withLockedValue { $0[id] = nil } }
         let timeout = timeout
+        let clock = clock
         Task {
             let verdict = await withTaskGroup(of: Bool?.self) { group in
                 group.addTask { await admission(peer) }
                 group.addTask {
-                    try? await Task.sleep(for: .nanoseconds(timeout.nanoseconds))
+                    try? await clock.sleep(for: .nanoseconds(timeout.nanoseconds))
                     return nil
                 }
                 defer { group.cancelAll() }

@@ -130,6 +130,18 @@ public struct PeerConfiguration: Sendable {
     public var metricsFactory: (any MetricsFactory)?
     /// The event loops that run the sockets. Defaults to NIO's shared singleton group.
     public var eventLoopGroup: any EventLoopGroup
+    /// The clock every PeerKit timer reads: heartbeats and peer expiry, the handshake and connect
+    /// timeouts, reconnect back-off, request timeouts, ``PeerTransceiver/waitForPeer(timeout:where:)``,
+    /// the admission timeout, the tie-break grace period and the deadlines for closing a
+    /// connection. Defaults to `ContinuousClock()`, whose timers are the event loops' own.
+    ///
+    /// Tests pass a clock they advance by hand (swift-clocks' `TestClock`, as `PeerKitTesting`
+    /// does), so that a peer timeout of 2.5 s takes no time at all. Avahi's own timers (its
+    /// name-collision and reconnection delays) run on Avahi's poll loop and are not affected.
+    public var clock: any Clock<Duration>
+    /// Where connections come from when they are not TCP sockets: `PeerKitTesting`'s
+    /// in-memory `TestNetwork`. nil (the default) listens and dials over TCP.
+    package var transport: (any PeerTransport)?
 
     /// Creates a configuration with the defaults for everything but the service type.
     public init(serviceType: String) {
@@ -163,6 +175,8 @@ public struct PeerConfiguration: Sendable {
         self.logger = Logger(label: "PeerKit")
         self.metricsFactory = nil
         self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        self.clock = ContinuousClock()
+        self.transport = nil
     }
 
     /// The host name, as the default peer name.

@@ -19,11 +19,15 @@ final class PeerEventHub: Sendable {
     private let subscribers = NIOLockedValueBox<[UUID: AsyncStream<PeerEvent>.Continuation]>([:])
     /// The events of the current run, for the closures; nil between runs.
     private let callbackRun = NIOLockedValueBox<AsyncStream<PeerEvent>.Continuation?>(nil)
+    /// Called synchronously with each event (for `PeerKitTesting`'s event recorder); they must
+    /// not block.
+    private let observers = NIOLockedValueBox<[UUID: @Sendable (PeerEvent) -> Void]>([:])
 
     init() {}
 
     /// Delivers `event` to every subscriber and queues it for the closures. Never blocks.
     func publish(_ event: PeerEvent) {
+        for observer in observers.withLockedValue({ Array($0.values) }) { observer(event) }
         callbackRun.withLockedValue { $0 }?.yield(event)
         for subscriber in subscribers.withLockedValue({ Array($0.values) }) {
             subscriber.yield(event)
@@ -69,6 +73,7 @@ final class PeerEventHub: Sendable {
     /// Delivers ``PeerEvent/stopped`` and then finishes every subscriber's stream: a stream
     /// belongs to one run of the transceiver. The closures keep working across restarts.
     func publishStopped() {
+        for observer in observers.withLockedValue({ Array($0.values) }) { observer(.stopped) }
         if let run = callbackRun.withLockedValue({ current in defer { current = nil }; return current }) {
             run.yield(.stopped)
             run.finish()
@@ -84,6 +89,18 @@ final class PeerEventHub: Sendable {
     }
 
     /// A new stream of every event published from now on.
+    /// Calls `observer` with every event from now on, synchronously, until ``removeObserver(_:)``.
+    func observe(_ observer: @escaping @Sendable (PeerEvent) -> Void) -> UUID {
+        let id = UUID()
+        observers.withLockedValue { $0[id] = observer }
+        return id
+    }
+
+    /// Stops calling an observer.
+    func removeObserver(_ id: UUID) {
+        _ = observers.withLockedValue { $0.removeValue(forKey: id) }
+    }
+
     func subscribe() -> AsyncStream<PeerEvent> {
         let id = UUID()
         let (stream, continuation) = AsyncStream.makeStream(of: PeerEvent.self)

@@ -63,6 +63,7 @@ extension PeerTransceiver {
         if let peer = connectedPeers.first(where: predicate) { return peer }
         if let failure = session?.discoveryFailure { throw failure }
         let serviceType = configuration.serviceType
+        let clock = clock
         return try await withThrowingTaskGroup(of: Peer.self) { group in
             group.addTask {
                 for await event in events {
@@ -80,7 +81,7 @@ extension PeerTransceiver {
                 throw PeerKitError.notRunning
             }
             group.addTask {
-                try await Task.sleep(for: timeout)
+                try await clock.sleep(for: timeout)
                 throw PeerKitError.noPeerFound(serviceType: serviceType, timeout: timeout)
             }
             defer { group.cancelAll() }

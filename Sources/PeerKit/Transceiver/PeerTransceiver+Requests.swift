@@ -39,6 +39,7 @@ extension PeerTransceiver {
         }
         let id = nextRequestID()
         let pending = pending
+        let clock = clock
         pending.register(id: id, peerID: peer.id)
         defer { pending.remove(id: id) }
         let metrics = metrics
@@ -70,7 +71,7 @@ extension PeerTransceiver {
                     continuation.resume(throwing: failure)
                     return
                 }
-                let timer = connection.channel.eventLoop.scheduleTask(in: timeout.timeAmount) {
+                let timer = clock.schedule(on: connection.channel.eventLoop, in: timeout) {
                     pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
                 }
                 pending.setTimeout(id: id, timer)

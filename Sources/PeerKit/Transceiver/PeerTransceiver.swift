@@ -48,6 +48,8 @@ public final class PeerTransceiver: Service, Sendable {
     let groupDirectory: GroupDirectory
     /// The transceiver's metrics, kept across restarts.
     let metrics: PeerMetrics
+    /// ``PeerConfiguration/clock``, read by every timer of the transceiver.
+    let clock: PeerClock
     private let requestCounter = Atomic<UInt64>(0)
     private let lifecycle = NIOLockedValueBox(Lifecycle.idle)
 
@@ -70,6 +72,7 @@ public final class PeerTransceiver: Service, Sendable {
     /// Creates a transceiver. Nothing happens until ``resume()`` or ``start()``.
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
+        self.clock = PeerClock(configuration.clock)
         self.peerID = configuration.security.boundPeerID ?? UUID().uuidString
         self.groupDirectory = GroupDirectory(limits: .init(
             maximumGroupNameLength: configuration.maximumGroupNameLength,
@@ -178,7 +181,7 @@ public final class PeerTransceiver: Service, Sendable {
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
         return lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>)? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, security: security, peerID: peerID, registry: registry, resourceRegistry: resourceRegistry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
+            let session = TransceiverSession(configuration: configuration, clock: clock, security: security, peerID: peerID, registry: registry, resourceRegistry: resourceRegistry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
             lifecycle = .starting(session)
             // Under the lock, so that the closures see every event of this run and no other.
             return (session, hub.beginCallbacks())

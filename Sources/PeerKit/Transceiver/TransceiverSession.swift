@@ -29,7 +29,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var stopWaiter: CheckedContinuation<[EventLoopFuture<Void>], Never>?
     }
 
-    init(configuration: PeerConfiguration, security: WireSecurity, peerID: String, registry: MessageRegistry, resourceRegistry: ResourceRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
+    init(configuration: PeerConfiguration, clock: PeerClock, security: WireSecurity, peerID: String, registry: MessageRegistry, resourceRegistry: ResourceRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
         self.configuration = configuration
         self.peerID = peerID
         self.hub = hub
@@ -61,8 +61,10 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 connectTimeout: configuration.connectTimeout.timeAmount,
                 backoff: configuration.reconnectBackoff,
                 security: security,
-                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount),
-                metrics: metrics
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount, clock: clock),
+                metrics: metrics,
+                clock: clock,
+                transport: configuration.transport
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger

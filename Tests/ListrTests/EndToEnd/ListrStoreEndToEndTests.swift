@@ -152,7 +152,7 @@ struct ListrStoreEndToEndTests {
         _ = try await world.ctl(["config", "set", "log-level", "debug"] + at)
         _ = try await world.ctl(["item", "list"] + at)
         try await first.waitFor("a debug line", timeout: ListrFixture.deadline) { _, stderr in
-            stderr.contains(" debug listrd: [listrd] ListItemsCommand from ")
+            stderr.contains(" debug listrd: [ListrKit] ListItemsCommand from ")
         }
 
         // The settings persist with the store (no --name: the saved one is used).

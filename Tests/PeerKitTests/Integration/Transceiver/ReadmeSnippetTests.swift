@@ -4,7 +4,7 @@ import Testing
 @Suite("README snippet")
 struct ReadmeSnippetTests {
     static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     @Test("the README's first Swift snippet is Examples/ReadmeSnippet/main.swift verbatim, which the package builds")
     func snippetIsCompiled() throws {

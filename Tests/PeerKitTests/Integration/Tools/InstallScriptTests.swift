@@ -3,7 +3,7 @@ import Testing
 
 /// The repository's root, from this file's path.
 private let repositoryRoot = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 @Suite("make install's script")
 struct InstallScriptTests {

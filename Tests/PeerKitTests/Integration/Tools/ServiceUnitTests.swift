@@ -3,7 +3,7 @@ import Testing
 
 /// The repository's root, from this file's path.
 private let repositoryRoot = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
 /// Where `systemd-analyze` is, if installed (scripts/bootstrap installs the `systemd` package for it).
 private let systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first {

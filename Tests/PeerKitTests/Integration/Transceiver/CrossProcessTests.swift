@@ -9,7 +9,7 @@ func binaryDirectory() -> URL {
         return URL(fileURLWithPath: directory)
     }
     return URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent(".build/debug")
 }
 

@@ -1,0 +1,23 @@
+import Foundation
+
+// Hooks for `PeerKitTesting`'s `TestNetwork`, at `package` level: not public API.
+
+extension PeerTransceiver {
+    /// Messages received and not yet handled (queued for their handler, or in it): what a test
+    /// network's `settle()` waits for. Package-level: not public API.
+    package var unhandledMessageCount: Int {
+        session?.dispatcher.unfinishedCount ?? 0
+    }
+
+    /// Calls `observer` synchronously with every event from now on (the event stream delivers
+    /// them later, from a task): for a test network's event recorder. Returns a token for
+    /// ``removeEventObserver(_:)``. Package-level: not public API.
+    package func observeEvents(_ observer: @escaping @Sendable (PeerEvent) -> Void) -> UUID {
+        hub.observe(observer)
+    }
+
+    /// Stops an observer added with ``observeEvents(_:)``.
+    package func removeEventObserver(_ token: UUID) {
+        hub.removeObserver(token)
+    }
+}

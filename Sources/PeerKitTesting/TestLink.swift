@@ -1,0 +1,285 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Clocks
+
+/// One connection on a ``TestNetwork``: the dialler's channel and the acceptor's channel, each
+/// on one end of a Unix socket pair, with the network's relay in between:
+///
+/// ```
+///  dialler's PeerKit channel ─ socketpair ─ relay ⇄ relay ─ socketpair ─ acceptor's PeerKit channel
+///                                 (frames: dropped, delayed, held back, or passed on)
+/// ```
+final class TestLink: Sendable {
+    let id: Int
+    let dialler: Int
+    let acceptor: Int
+    private let network: TestNetwork
+
+    private struct State {
+        /// The relay's channel facing the dialler (it reads what the dialler sends) and the one
+        /// facing the acceptor.
+        var towardsDialler: (any Channel)?
+        var towardsAcceptor: (any Channel)?
+        /// Socket descriptors, for counting bytes in flight: the dialler's, the relay's two, the acceptor's.
+        var descriptors: (dialler: CInt, relayDialler: CInt, relayAcceptor: CInt, acceptor: CInt) = (-1, -1, -1, -1)
+        var closed = false
+        /// The dialler's and the acceptor's channels, once made: the link is gone once both closed.
+        var peers: [any Channel] = []
+        /// Delayed frames per direction (true: from the dialler), with their due offsets, in order.
+        var delayed: [Bool: [(due: Duration, frame: TestFrame)]] = [:]
+        var pumping: Set<Bool> = []
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    init(id: Int, network: TestNetwork, dialler: Int, acceptor: Int) {
+        self.id = id
+        self.network = network
+        self.dialler = dialler
+        self.acceptor = acceptor
+    }
+
+    /// Makes the two socket pairs and the four channels; succeeds once the dialler's channel is up.
+    func open(diallerConfigure: @escaping @Sendable (any Channel) throws -> Void, acceptorConfigure: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<Void> {
+        let group = network.eventLoopGroup
+        let eventLoop = group.next()
+        let diallerPair: (CInt, CInt)
+        let acceptorPair: (CInt, CInt)
+        do {
+            diallerPair = try Self.socketPair()
+            do {
+                acceptorPair = try Self.socketPair()
+            } catch {
+                close(diallerPair.0)
+                close(diallerPair.1)
+                throw error
+            }
+        } catch {
+            network.linkClosed(id)
+            return eventLoop.makeFailedFuture(error)
+        }
+        state.withLockedValue { $0.descriptors = (diallerPair.0, diallerPair.1, acceptorPair.1, acceptorPair.0) }
+
+        @Sendable func relay(_ fd: CInt, fromDialler: Bool) -> EventLoopFuture<any Channel> {
+            ClientBootstrap(group: group)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RawFrameDecoder()))
+                        try channel.pipeline.syncOperations.addHandler(RelayHandler(link: self, fromDialler: fromDialler))
+                    }
+                }
+                .withConnectedSocket(fd)
+        }
+        @Sendable func peer(_ fd: CInt, _ configure: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<any Channel> {
+            ClientBootstrap(group: group)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture { try configure(channel) }
+                }
+                .withConnectedSocket(fd)
+        }
+
+        let relays = relay(diallerPair.1, fromDialler: true).and(relay(acceptorPair.1, fromDialler: false))
+        return relays.flatMap { channels in
+            let (towardsDialler, towardsAcceptor) = channels
+            let closed = self.state.withLockedValue { state -> Bool in
+                state.towardsDialler = towardsDialler
+                state.towardsAcceptor = towardsAcceptor
+                return state.closed
+            }
+            if closed { self.cut() }
+            self.updateReading()
+            return peer(acceptorPair.0, acceptorConfigure).flatMap { acceptor in
+                self.state.withLockedValue { $0.peers.append(acceptor) }
+                return peer(diallerPair.0, diallerConfigure).map { dialler in
+                    self.state.withLockedValue { $0.peers.append(dialler) }
+                    // Until both ends have seen the connection end, it counts as in flight.
+                    acceptor.closeFuture.and(dialler.closeFuture).whenComplete { _ in
+                        self.network.linkClosed(self.id)
+                    }
+                }
+            }
+        }.flatMapErrorThrowing { error in
+            // A side could not be set up: what was made is closed with the link.
+            self.cut()
+            throw error
+        }
+    }
+
+    private static func socketPair() throws -> (CInt, CInt) {
+        var descriptors: [CInt] = [-1, -1]
+        #if canImport(Glibc)
+        let type = CInt(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
+        #else
+        let type = SOCK_STREAM
+        #endif
+        guard socketpair(AF_UNIX, type, 0, &descriptors) == 0 else {
+            throw IOError(errnoCode: errno, reason: "socketpair")
+        }
+        return (descriptors[0], descriptors[1])
+    }
+
+    // MARK: Relaying
+
+    /// A frame the relay read: from the dialler when `fromDialler`, else from the acceptor.
+    func relay(_ frame: TestFrame, fromDialler: Bool) {
+        let (from, to) = fromDialler ? (dialler, acceptor) : (acceptor, dialler)
+        let fate = network.fate(of: frame, from: from, to: to)
+        if fate.drop { return }
+        let now = network.now
+        let (direct, startPump) = state.withLockedValue { state -> (Bool, Bool) in
+            let queue = state.delayed[fromDialler] ?? []
+            guard fate.delay != nil || !queue.isEmpty else { return (true, false) }
+            // Behind a delayed frame, or delayed itself: queued, so that order is kept.
+            state.delayed[fromDialler, default: []].append((now + (fate.delay ?? .zero), frame))
+            return (false, state.pumping.insert(fromDialler).inserted)
+        }
+        if direct {
+            write(frame, fromDialler: fromDialler)
+        } else if startPump {
+            pump(fromDialler: fromDialler)
+        }
+    }
+
+    private func write(_ frame: TestFrame, fromDialler: Bool) {
+        let destination = state.withLockedValue { fromDialler ? $0.towardsAcceptor : $0.towardsDialler }
+        destination?.writeAndFlush(frame.bytes, promise: nil)
+    }
+
+    /// Passes delayed frames on when the network's clock reaches them.
+    private func pump(fromDialler: Bool) {
+        let clock = network.clock
+        Task {
+            while true {
+                guard let due = state.withLockedValue({ state -> Duration? in
+                    guard let first = state.delayed[fromDialler]?.first, !state.closed else {
+                        state.pumping.remove(fromDialler)
+                        state.delayed[fromDialler] = nil
+                        return nil
+                    }
+                    return first.due
+                }) else { return }
+                do { try await clock.sleep(until: TestClock<Duration>.Instant(offset: due)) } catch { return }
+                let frame = state.withLockedValue { state -> TestFrame? in
+                    guard var queue = state.delayed[fromDialler], !queue.isEmpty else { return nil }
+                    let first = queue.removeFirst()
+                    state.delayed[fromDialler] = queue
+                    return first.frame
+                }
+                if let frame { write(frame, fromDialler: fromDialler) }
+            }
+        }
+    }
+
+    /// Reads from a side only while the network lets its reader read and the other side can take the bytes.
+    func updateReading() {
+        let (towardsDialler, towardsAcceptor) = state.withLockedValue { ($0.towardsDialler, $0.towardsAcceptor) }
+        guard let towardsDialler, let towardsAcceptor else { return }
+        let diallerSends = !network.isReadingStopped(from: dialler, to: acceptor) && towardsAcceptor.isWritable
+        let acceptorSends = !network.isReadingStopped(from: acceptor, to: dialler) && towardsDialler.isWritable
+        towardsDialler.setOption(.autoRead, value: diallerSends).whenSuccess { if diallerSends { towardsDialler.read() } }
+        towardsAcceptor.setOption(.autoRead, value: acceptorSends).whenSuccess { if acceptorSends { towardsAcceptor.read() } }
+    }
+
+    /// A side ended its output (a half-close after a bye): the other side sees end of input.
+    func inputClosed(fromDialler: Bool) {
+        let destination = state.withLockedValue { fromDialler ? $0.towardsAcceptor : $0.towardsDialler }
+        destination?.close(mode: .output, promise: nil)
+    }
+
+    /// Closes the relay's channels: both sides see the connection end, without a bye.
+    func cut() {
+        let channels = state.withLockedValue { state -> [any Channel] in
+            state.closed = true
+            return [state.towardsDialler, state.towardsAcceptor].compactMap { $0 }
+        }
+        for channel in channels { channel.close(promise: nil) }
+        let peers = state.withLockedValue { $0.peers }
+        if peers.count < 2 {
+            // Not fully set up: nothing will report both ends closed.
+            network.linkClosed(id)
+        }
+    }
+
+    /// Closes the relay's channels and both ends' channels: for ``TestNetwork/shutdown()``,
+    /// which must not wait on an end that does not notice.
+    func closeEverything() {
+        let channels = state.withLockedValue { state -> [any Channel] in
+            state.closed = true
+            return [state.towardsDialler, state.towardsAcceptor].compactMap { $0 } + state.peers
+        }
+        for channel in channels { channel.close(promise: nil) }
+        network.linkClosed(id)
+    }
+
+    /// Whether bytes wait to be read on a socket whose reader is reading, a delayed frame is
+    /// due, or the link was cut and an end has not yet seen it end.
+    var hasBytesInFlight: Bool {
+        let (descriptors, closed, due, peers) = state.withLockedValue { state in
+            let now = network.now
+            let due = state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
+            return (state.descriptors, state.closed, due, state.peers)
+        }
+        if closed { return peers.contains { $0.isActive } }
+        if due { return true }
+        let diallerSends = !network.isReadingStopped(from: dialler, to: acceptor)
+        let acceptorSends = !network.isReadingStopped(from: acceptor, to: dialler)
+        return Self.unread(descriptors.dialler) > 0
+            || Self.unread(descriptors.acceptor) > 0
+            || (diallerSends && Self.unread(descriptors.relayDialler) > 0)
+            || (acceptorSends && Self.unread(descriptors.relayAcceptor) > 0)
+    }
+
+    /// Bytes waiting to be read on `descriptor` (0 when it is closed).
+    private static func unread(_ descriptor: CInt) -> Int {
+        guard descriptor >= 0 else { return 0 }
+        var count: CInt = 0
+        let result = withUnsafeMutablePointer(to: &count) { ioctl(descriptor, UInt(FIONREAD), $0) }
+        return result == 0 ? Int(count) : 0
+    }
+}
+
+/// The relay's handler on one of its two channels: passes each frame to the link.
+final class RelayHandler: ChannelInboundHandler {
+    typealias InboundIn = TestFrame
+
+    private let link: TestLink
+    private let fromDialler: Bool
+
+    init(link: TestLink, fromDialler: Bool) {
+        self.link = link
+        self.fromDialler = fromDialler
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        link.relay(unwrapInboundIn(data), fromDialler: fromDialler)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            link.inputClosed(fromDialler: fromDialler)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        link.updateReading()
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // One side closed: so does the other, as a TCP connection would.
+        link.cut()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,540 @@
+import Clocks
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PeerKit
+
+/// An in-memory network for testing code built on PeerKit: real ``PeerTransceiver``s, with
+/// their real handshake, framing, dispatch and heartbeats, over connections that are pairs of
+/// Unix sockets instead of TCP, with discovery scripted by the network instead of Avahi, and one
+/// `TestClock` for every timer. No ports, no avahi-daemon, no waiting on the wall clock.
+///
+/// ```swift
+/// let network = TestNetwork()
+/// let alice = try await network.startTransceiver(named: "alice")
+/// let bob = try await network.startTransceiver(named: "bob")
+/// try await network.waitUntilConnected(alice, bob)
+/// network.partition(alice, bob)
+/// await network.advance(by: .seconds(3))   // alice's peer timeout passes, in no time at all
+/// ```
+///
+/// Each connection runs through a relay owned by the network, which is where faults happen on
+/// demand: ``partition(_:_:)`` and ``heal(_:_:)``, ``dropFrames(from:to:where:)``,
+/// ``delayFrames(from:to:by:)``, ``kill(_:)`` (a peer gone without a bye), ``stopReading(_:from:)``
+/// (a slow reader), ``disappear(_:)`` and ``appear(_:)`` in discovery, and name collisions (two
+/// peers advertising one name: the second is renamed `"name #2"`, as Avahi does).
+///
+/// Waiting is by quiescence, not by time: ``settle()`` returns once no frame is in flight and
+/// the event loops are idle, and ``eventually(_:_:)`` fails at once when the network went quiet
+/// without its condition becoming true, so a test fails in milliseconds rather than hanging.
+/// Connections are plaintext: the relay reads frames to apply faults (security is tested over
+/// real sockets).
+public final class TestNetwork: Sendable {
+    /// The clock of every timer of every transceiver on this network. ``advance(by:)`` moves it.
+    public let clock: TestClock<Duration>
+    /// The event loops of the network's transceivers and relays.
+    public let eventLoopGroup: any EventLoopGroup
+    /// The service type transceivers get unless told otherwise.
+    public let serviceType: String
+    let logger: Logger
+    let state = NIOLockedValueBox(State())
+
+    struct State {
+        var nextNodeID = 1
+        var nodes: [Int: Node] = [:]
+        /// Links by id, while open.
+        var links: [Int: TestLink] = [:]
+        var nextLinkID = 1
+        /// Unordered node pairs that cannot reach each other.
+        var partitions: Set<NodePair> = []
+        /// Rules by direction.
+        var dropRules: [Direction: [@Sendable (TestFrame) -> Bool]] = [:]
+        var delays: [Direction: Duration] = [:]
+        var stoppedReaders: Set<Direction> = []
+        /// Connection attempts held by a partition, failed when it heals or the network shuts down.
+        var heldConnects: [(pair: NodePair, promise: EventLoopPromise<Void>)] = []
+        /// What the network started, to stop in ``shutdown()``.
+        var transceivers: [PeerTransceiver] = []
+        /// When each member tried to connect to each other one (clock offsets), for back-off tests.
+        var attempts: [Direction: [Duration]] = [:]
+        var fakePeers: [FakePeer] = []
+    }
+
+    /// One member of the network: a transceiver or a fake peer.
+    struct Node {
+        var id: Int
+        var name: String
+        var alive = true
+        /// Set while the member listens: sets up an accepted channel.
+        var accept: (@Sendable (any Channel) throws -> Void)?
+        /// Set while the member's discovery runs.
+        var discovery: Discovery?
+        /// Members this one cannot see in discovery.
+        var hiddenFrom: Set<Int> = []
+        /// Whether it is advertised at all (``disappear(_:)`` clears it).
+        var visible = true
+
+        struct Discovery {
+            var request: DiscoveryRequest
+            /// The name it is advertised under (differs from the request after a collision).
+            var advertisedName: String
+            var onEvent: @Sendable (DiscoveryEvent) -> Void
+        }
+    }
+
+    struct NodePair: Hashable {
+        let low: Int, high: Int
+        init(_ a: Int, _ b: Int) { (low, high) = a < b ? (a, b) : (b, a) }
+    }
+
+    struct Direction: Hashable {
+        let from: Int, to: Int
+    }
+
+    /// Creates a network. Every transceiver made by it runs on `eventLoopGroup` (by default one
+    /// shared event loop, so that what happens on the network happens in one order) and logs to
+    /// `logger` (by default errors only: pass a logger at `.debug` to see everything).
+    public init(serviceType: String = "testkit", eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil) {
+        self.clock = TestClock()
+        self.serviceType = serviceType
+        self.eventLoopGroup = eventLoopGroup ?? Self.sharedGroup
+        self.logger = logger ?? {
+            var logger = Logger(label: "PeerKitTesting")
+            logger.logLevel = .error
+            return logger
+        }()
+    }
+
+    /// One event loop for every network that was not given a group; never shut down, like NIO's singleton.
+    static let sharedGroup: any EventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    // MARK: Members
+
+    /// A configuration for a transceiver on this network: its clock, transport and discovery
+    /// are the network's; everything else is PeerKit's default and can be changed before the
+    /// transceiver is made.
+    public func configuration(named name: String, serviceType: String? = nil) -> PeerConfiguration {
+        let id = addNode(named: name)
+        var configuration = PeerConfiguration(serviceType: serviceType ?? self.serviceType)
+        configuration.peerName = name
+        configuration.clock = clock
+        configuration.eventLoopGroup = eventLoopGroup
+        configuration.transport = TestTransport(network: self, nodeID: id)
+        configuration.discovery = .custom { TestDiscovery(network: self, nodeID: id) }
+        var logger = logger
+        logger[metadataKey: "peer"] = "\(name)"
+        configuration.logger = logger
+        return configuration
+    }
+
+    /// Makes and starts a transceiver called `name`; `configure` may change its configuration
+    /// first. The network stops it in ``shutdown()``.
+    public func startTransceiver(named name: String, serviceType: String? = nil, configure: (inout PeerConfiguration) -> Void = { _ in }) async throws -> PeerTransceiver {
+        var made = self.configuration(named: name, serviceType: serviceType)
+        configure(&made)
+        let transceiver = PeerTransceiver(configuration: made)
+        state.withLockedValue { $0.transceivers.append(transceiver) }
+        try await transceiver.start()
+        return transceiver
+    }
+
+    /// Starts a ``FakePeer`` called `name`: a scripted peer that speaks the wire protocol,
+    /// advertised like a transceiver.
+    @discardableResult
+    public func startFakePeer(named name: String, serviceType: String? = nil) -> FakePeer {
+        let id = addNode(named: name)
+        let peer = FakePeer(network: self, nodeID: id, name: name, serviceType: serviceType ?? self.serviceType)
+        state.withLockedValue { $0.fakePeers.append(peer) }
+        peer.start()
+        return peer
+    }
+
+    func addNode(named name: String) -> Int {
+        state.withLockedValue { state in
+            let id = state.nextNodeID
+            state.nextNodeID += 1
+            state.nodes[id] = Node(id: id, name: name)
+            return id
+        }
+    }
+
+    /// Stops every transceiver and fake peer the network started (each says bye) and closes
+    /// every connection. Faults are cleared and partitions healed first, so that every bye can
+    /// be sent; the clock is then advanced 6 s, past every closing deadline (a bye's 1 s, a
+    /// retired duplicate's 5 s handshake timeout), and what is still open is closed at both ends.
+    public func shutdown() async {
+        clearFaults()
+        let held = state.withLockedValue { state -> [EventLoopPromise<Void>] in
+            state.partitions = []
+            defer { state.heldConnects = [] }
+            return state.heldConnects.map(\.promise)
+        }
+        for promise in held { promise.fail(TestNetworkError.shutDown) }
+        let (transceivers, fakes) = state.withLockedValue { ($0.transceivers, $0.fakePeers) }
+        for fake in fakes { fake.stop() }
+        // Each says bye (stop() sends the byes in the background); the clock is then advanced
+        // past every closing deadline, and what is still open is closed at both ends. Nothing
+        // here waits on a transceiver's own shutdown (see Documentation/Testing.md, "Known
+        // problems").
+        for transceiver in transceivers { transceiver.stop() }
+        await settle()
+        await advance(by: .seconds(6), step: .milliseconds(500))
+        let links = state.withLockedValue { Array($0.links.values) }
+        for link in links { link.closeEverything() }
+        await settle()
+    }
+
+    // MARK: Time
+
+    /// Advances the clock by `duration` in steps of at most `step`, letting the network settle
+    /// after each step, so that a ping sent in one step is answered before the next: what
+    /// happens is what would happen on a fast network in real time.
+    ///
+    /// The step must be shorter than the time a peer has to answer a ping (`peerTimeout -
+    /// heartbeatInterval`, 1.25 s by default) for heartbeats to work as on a fast network; the
+    /// default, 100 ms, is well under it.
+    public func advance(by duration: Duration, step: Duration = .milliseconds(100)) async {
+        var left = duration
+        while left > .zero {
+            let next = min(step, left)
+            await clock.advance(by: next)
+            await settle()
+            left -= next
+        }
+    }
+
+    /// Returns once the network is quiet: no bytes wait in any connection's sockets, no
+    /// connection is half-way through closing, no delayed frame is due, no message waits for its
+    /// handler in a transceiver the network started, and the event loop and tasks have had their
+    /// turn, three rounds in a row. Reads no clock.
+    public func settle() async {
+        var quietRounds = 0
+        var rounds = 0
+        while quietRounds < 3, rounds < 2_000 {
+            rounds += 1
+            for _ in 0..<4 { await Task.yield() }
+            try? await eventLoopGroup.next().submit {}.get()
+            let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
+            let busy = links.contains { $0.hasBytesInFlight } || transceivers.contains { $0.unhandledMessageCount > 0 }
+            quietRounds = busy ? 0 : quietRounds + 1
+        }
+    }
+
+    /// Waits until `condition` holds, settling the network between checks. Throws
+    /// ``TestNetworkError/neverHappened(_:)`` as soon as the network is quiet and the
+    /// condition is still false: nothing more would happen without the clock moving.
+    public func eventually(_ what: String, _ condition: @Sendable () -> Bool) async throws {
+        for _ in 0..<3 {
+            if condition() { return }
+            await settle()
+        }
+        if condition() { return }
+        throw TestNetworkError.neverHappened(what)
+    }
+
+    /// Waits until each of `transceivers` is connected to every other one.
+    public func waitUntilConnected(_ transceivers: PeerTransceiver...) async throws {
+        let names = transceivers.map(\.configuration.peerName)
+        try await eventually("\(names.joined(separator: ", ")) connected to each other") {
+            transceivers.allSatisfy { transceiver in
+                let connected = Set(transceiver.connectedPeers.map(\.id))
+                return transceivers.allSatisfy { $0 === transceiver || connected.contains($0.peerID) }
+            }
+        }
+    }
+
+    /// When `dialler` tried to connect to `target` so far, as offsets of the network's clock from
+    /// its start: what redial back-off tests check.
+    public func connectionAttempts(from dialler: some TestNetworkMember, to target: some TestNetworkMember) -> [Duration] {
+        state.withLockedValue { $0.attempts[Direction(from: dialler.testNodeID, to: target.testNodeID)] ?? [] }
+    }
+
+    /// The clock's reading, as an offset from its start.
+    public var elapsed: Duration { now }
+
+    // MARK: Faults
+
+    /// Cuts `a` off from `b`: every frame between them is lost from now on (their connections
+    /// stay open until a heartbeat notices), and a new connection between them hangs until its
+    /// connect timeout.
+    public func partition(_ a: some TestNetworkMember, _ b: some TestNetworkMember) {
+        state.withLockedValue { _ = $0.partitions.insert(NodePair(a.testNodeID, b.testNodeID)) }
+    }
+
+    /// Ends a ``partition(_:_:)``: frames flow again, and connection attempts it held fail (they
+    /// timed out long ago for the dialler) so that the next attempt, after back-off, succeeds.
+    public func heal(_ a: some TestNetworkMember, _ b: some TestNetworkMember) {
+        let pair = NodePair(a.testNodeID, b.testNodeID)
+        let held = state.withLockedValue { state -> [EventLoopPromise<Void>] in
+            state.partitions.remove(pair)
+            let held = state.heldConnects.filter { $0.pair == pair }.map(\.promise)
+            state.heldConnects.removeAll { $0.pair == pair }
+            return held
+        }
+        for promise in held { promise.fail(TestNetworkError.partitioned) }
+    }
+
+    /// Drops frames from `sender` to `receiver` for which `predicate` is true (all of them by
+    /// default), until ``clearFaults()``.
+    public func dropFrames(from sender: some TestNetworkMember, to receiver: some TestNetworkMember, where predicate: @escaping @Sendable (TestFrame) -> Bool = { _ in true }) {
+        let direction = Direction(from: sender.testNodeID, to: receiver.testNodeID)
+        state.withLockedValue { $0.dropRules[direction, default: []].append(predicate) }
+    }
+
+    /// Holds every frame from `sender` to `receiver` for `delay` on the network's clock before
+    /// passing it on, in order; until ``clearFaults()``.
+    public func delayFrames(from sender: some TestNetworkMember, to receiver: some TestNetworkMember, by delay: Duration) {
+        let direction = Direction(from: sender.testNodeID, to: receiver.testNodeID)
+        state.withLockedValue { $0.delays[direction] = delay }
+    }
+
+    /// Makes `reader` stop reading what `sender` sends it, as a peer that is too busy to read
+    /// does: the bytes pile up in the sockets, then in `sender`'s outbox, until
+    /// ``resumeReading(_:from:)``.
+    public func stopReading(_ reader: some TestNetworkMember, from sender: some TestNetworkMember) {
+        let direction = Direction(from: sender.testNodeID, to: reader.testNodeID)
+        state.withLockedValue { _ = $0.stoppedReaders.insert(direction) }
+        updateReading()
+    }
+
+    /// Ends ``stopReading(_:from:)``.
+    public func resumeReading(_ reader: some TestNetworkMember, from sender: some TestNetworkMember) {
+        let direction = Direction(from: sender.testNodeID, to: reader.testNodeID)
+        state.withLockedValue { _ = $0.stoppedReaders.remove(direction) }
+        updateReading()
+    }
+
+    /// Removes every drop rule, delay and stopped reader (partitions stay until healed).
+    public func clearFaults() {
+        state.withLockedValue { state in
+            state.dropRules = [:]
+            state.delays = [:]
+            state.stoppedReaders = []
+        }
+        updateReading()
+    }
+
+    /// Kills `member` as a crash would: its connections are cut without a bye, and it can
+    /// neither be reached (connections are refused) nor reach anyone any more. Its
+    /// advertisement lingers, as a crashed host's DNS-SD record does until it expires: follow
+    /// with ``disappear(_:)`` for a withdrawn one.
+    public func kill(_ member: some TestNetworkMember) {
+        let id = member.testNodeID
+        let links = state.withLockedValue { state -> [TestLink] in
+            state.nodes[id]?.alive = false
+            return state.links.values.filter { $0.dialler == id || $0.acceptor == id }
+        }
+        for link in links { link.cut() }
+    }
+
+    /// Withdraws `member`'s advertisement: every other member's discovery reports it lost
+    /// (its open connections stay).
+    public func disappear(_ member: some TestNetworkMember) {
+        let id = member.testNodeID
+        state.withLockedValue { $0.nodes[id]?.visible = false }
+        announceChanges()
+    }
+
+    /// Advertises `member` again after ``disappear(_:)``.
+    public func appear(_ member: some TestNetworkMember) {
+        let id = member.testNodeID
+        state.withLockedValue { $0.nodes[id]?.visible = true }
+        announceChanges()
+    }
+
+    /// Hides `member` from `observer`'s discovery only (reported lost to it), or shows it again.
+    public func setVisible(_ visible: Bool, _ member: some TestNetworkMember, to observer: some TestNetworkMember) {
+        let id = member.testNodeID
+        let observerID = observer.testNodeID
+        state.withLockedValue { state in
+            if visible { state.nodes[id]?.hiddenFrom.remove(observerID) } else { state.nodes[id]?.hiddenFrom.insert(observerID) }
+        }
+        announceChanges()
+    }
+
+    // MARK: Transport (used by TestTransport and FakePeer)
+
+    func listen(nodeID: Int, accept: @escaping @Sendable (any Channel) throws -> Void) throws -> Int {
+        try state.withLockedValue { state in
+            guard state.nodes[nodeID]?.alive == true else { throw TestNetworkError.killed }
+            state.nodes[nodeID]?.accept = accept
+        }
+        return nodeID
+    }
+
+    func stopListening(nodeID: Int) {
+        state.withLockedValue { $0.nodes[nodeID]?.accept = nil }
+    }
+
+    /// Connects `dialler` to the member listening on port `port` (its node id).
+    func connect(from dialler: Int, toPort port: Int, configure: @escaping @Sendable (any Channel) throws -> Void) -> EventLoopFuture<Void> {
+        let eventLoop = eventLoopGroup.next()
+        enum Outcome { case refused(TestNetworkError), held(EventLoopPromise<Void>), open(accept: @Sendable (any Channel) throws -> Void, linkID: Int) }
+        let now = self.now
+        let outcome = state.withLockedValue { state -> Outcome in
+            state.attempts[Direction(from: dialler, to: port), default: []].append(now)
+            guard state.nodes[dialler]?.alive == true else { return .refused(.killed) }
+            guard let target = state.nodes[port], target.alive, let accept = target.accept else {
+                return .refused(.connectionRefused(port: port))
+            }
+            if state.partitions.contains(NodePair(dialler, port)) {
+                let promise = eventLoop.makePromise(of: Void.self)
+                state.heldConnects.append((NodePair(dialler, port), promise))
+                return .held(promise)
+            }
+            let id = state.nextLinkID
+            state.nextLinkID += 1
+            return .open(accept: accept, linkID: id)
+        }
+        switch outcome {
+        case let .refused(error):
+            return eventLoop.makeFailedFuture(error)
+        case let .held(promise):
+            return promise.futureResult
+        case let .open(accept, linkID):
+            let link = TestLink(id: linkID, network: self, dialler: dialler, acceptor: port)
+            state.withLockedValue { $0.links[linkID] = link }
+            return link.open(diallerConfigure: configure, acceptorConfigure: accept)
+        }
+    }
+
+    func linkClosed(_ id: Int) {
+        state.withLockedValue { _ = $0.links.removeValue(forKey: id) }
+    }
+
+    /// What happens to a frame from `from` to `to` now.
+    func fate(of frame: TestFrame, from: Int, to: Int) -> (drop: Bool, delay: Duration?) {
+        state.withLockedValue { state in
+            if state.partitions.contains(NodePair(from, to)) { return (true, nil) }
+            if state.nodes[from]?.alive != true || state.nodes[to]?.alive != true { return (true, nil) }
+            let direction = Direction(from: from, to: to)
+            let dropped = state.dropRules[direction]?.contains { $0(frame) } ?? false
+            return (dropped, state.delays[direction])
+        }
+    }
+
+    func isReadingStopped(from: Int, to: Int) -> Bool {
+        state.withLockedValue { $0.stoppedReaders.contains(Direction(from: from, to: to)) }
+    }
+
+    private func updateReading() {
+        let links = state.withLockedValue { Array($0.links.values) }
+        for link in links { link.updateReading() }
+    }
+
+    // MARK: Discovery (used by TestDiscovery and FakePeer)
+
+    func startDiscovery(nodeID: Int, request: DiscoveryRequest, onEvent: @escaping @Sendable (DiscoveryEvent) -> Void) {
+        let advertisedName = state.withLockedValue { state -> String in
+            // A name another member of the service type advertises is taken: "name #2", as Avahi renames.
+            let taken = Set(state.nodes.values.compactMap { node -> String? in
+                guard node.id != nodeID, let discovery = node.discovery, discovery.request.port != nil,
+                      discovery.request.serviceType == request.serviceType else { return nil }
+                return discovery.advertisedName
+            })
+            var name = request.peerName
+            var suffix = 2
+            while request.port != nil, taken.contains(name) {
+                name = "\(request.peerName) #\(suffix)"
+                suffix += 1
+            }
+            state.nodes[nodeID]?.discovery = .init(request: request, advertisedName: name, onEvent: onEvent)
+            return name
+        }
+        if request.port != nil { onEvent(.advertised(name: advertisedName)) }
+        announceChanges()
+    }
+
+    func stopDiscovery(nodeID: Int) {
+        let stopped = state.withLockedValue { state -> Bool in
+            guard state.nodes[nodeID]?.discovery != nil else { return false }
+            state.nodes[nodeID]?.discovery = nil
+            return true
+        }
+        if stopped { announceChanges() }
+    }
+
+    /// What each member's discovery has reported so far, so that only changes are sent, and
+    /// the events waiting to be delivered (with whether a thread is delivering them).
+    private let reported = NIOLockedValueBox(Reported())
+
+    struct Reported {
+        var services: [Int: [String: DiscoveredService]] = [:]
+        var queue: [(@Sendable (DiscoveryEvent) -> Void, DiscoveryEvent)] = []
+        var delivering = false
+    }
+
+    /// Tells every browsing member what it can now see that differs from what it was told.
+    /// Events are queued under a lock, in order, and delivered after it is released by whichever
+    /// thread finds the queue unclaimed (as PeerKit's connection manager delivers its events).
+    func announceChanges() {
+        let nodes = state.withLockedValue { $0.nodes }
+        let claimed = reported.withLockedValue { reported -> Bool in
+            for observer in nodes.values.sorted(by: { $0.id < $1.id }) {
+                guard let discovery = observer.discovery else {
+                    reported.services[observer.id] = nil
+                    continue
+                }
+                var visible: [String: DiscoveredService] = [:]
+                for node in nodes.values where node.id != observer.id && node.visible && !node.hiddenFrom.contains(observer.id) {
+                    guard let advertised = node.discovery, let port = advertised.request.port,
+                          advertised.request.serviceType == discovery.request.serviceType else { continue }
+                    let key = "test:\(advertised.advertisedName)"
+                    visible[key] = DiscoveredService(
+                        key: key, name: advertised.advertisedName, peerID: advertised.request.peerID,
+                        endpoints: [PeerEndpoint(host: "testnetwork", port: port)],
+                        txtRecord: advertised.request.txtRecord
+                    )
+                }
+                let before = reported.services[observer.id] ?? [:]
+                for key in before.keys.sorted() where visible[key] == nil {
+                    reported.queue.append((discovery.onEvent, .lost(key: key)))
+                }
+                for (key, service) in visible.sorted(by: { $0.key < $1.key }) where before[key] != service {
+                    reported.queue.append((discovery.onEvent, .found(service)))
+                }
+                reported.services[observer.id] = visible
+            }
+            guard !reported.delivering, !reported.queue.isEmpty else { return false }
+            reported.delivering = true
+            return true
+        }
+        guard claimed else { return }
+        while true {
+            let batch = reported.withLockedValue { reported -> [(@Sendable (DiscoveryEvent) -> Void, DiscoveryEvent)] in
+                if reported.queue.isEmpty { reported.delivering = false }
+                defer { reported.queue.removeAll() }
+                return reported.queue
+            }
+            if batch.isEmpty { return }
+            for (deliver, event) in batch { deliver(event) }
+        }
+    }
+}
+
+/// Why the test network refused something.
+public enum TestNetworkError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// Nothing listens at that port of the test network.
+    case connectionRefused(port: Int)
+    /// The member was killed.
+    case killed
+    /// A partition held the connection attempt until it healed.
+    case partitioned
+    /// The network shut down.
+    case shutDown
+    /// ``TestNetwork/eventually(_:_:)``: the network went quiet and this never became true.
+    case neverHappened(String)
+
+    /// A sentence: what happened, and what to do.
+    public var description: String {
+        switch self {
+        case let .connectionRefused(port): "Nothing listens at port \(port) of the test network: the member was stopped, or never started."
+        case .killed: "The member was killed (TestNetwork.kill): it can neither reach nor be reached."
+        case .partitioned: "A partition held this connection attempt until it healed; the next attempt can succeed."
+        case .shutDown: "The test network shut down."
+        case let .neverHappened(what): "The network went quiet without this happening: \(what). Nothing more happens without the clock moving: advance it (TestNetwork.advance(by:)) or check what the test expects."
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import PeerKit
+import PeerKitTesting
+import Testing
+
+extension TestNetworkSuites {
+/// Heartbeats and peer expiry on a ``TestNetwork``: real transceivers, a test clock advanced by
+/// hand. Defaults: pings after 1.25 s of silence, ticks every 0.25 s, peer timeout 2.5 s.
+@Suite("Heartbeats and peer expiry on a test clock")
+struct HeartbeatTests {
+    @Test("a peer that stops answering pings is reported disconnected at the peer timeout, with the reason, and not before")
+    func silentPeerExpires() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice")
+        let mute = network.startFakePeer(named: "mute")
+        let events = EventRecorder(alice, on: network)
+        try await network.eventually("alice connected to mute") { alice.connectedPeers.map(\.name) == ["mute"] }
+        mute.answersPings = false
+
+        await network.advance(by: .milliseconds(2400))
+        #expect(alice.connectedPeers.map(\.name) == ["mute"], "2.4 s of silence is under the 2.5 s peer timeout")
+
+        await network.advance(by: .milliseconds(100))
+        let event = try await events.waitFor("mute reported disconnected") {
+            if case .peerDisconnected = $0 { true } else { false }
+        }
+        guard case let .peerDisconnected(peer, reason?) = event, reason.code == .peerTimedOut, let silence = reason.silence else {
+            Issue.record("expected a timeout, got \(event)")
+            return
+        }
+        #expect(peer.name == "mute")
+        #expect(silence == .milliseconds(2500))
+        #expect(alice.connectedPeers.isEmpty)
+        await network.shutdown()
+    }
+
+    @Test("a peer that answers pings stays connected through ten seconds of idle link (eight heartbeat intervals)")
+    func answeringPeerStays() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice")
+        network.startFakePeer(named: "chatty")
+        let events = EventRecorder(alice, on: network)
+        try await network.eventually("alice connected to chatty") { alice.connectedPeers.count == 1 }
+
+        await network.advance(by: .seconds(10), step: .milliseconds(250))
+        #expect(alice.connectedPeers.map(\.name) == ["chatty"])
+        #expect(!events.events.contains { if case .peerDisconnected = $0 { true } else { false } })
+        await network.shutdown()
+    }
+
+    @Test("two idle transceivers keep each other alive with pings and pongs for ten seconds")
+    func idleTransceiversStay() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice")
+        let bob = try await network.startTransceiver(named: "bob")
+        try await network.waitUntilConnected(alice, bob)
+        let events = EventRecorder(alice, on: network)
+
+        await network.advance(by: .seconds(10), step: .milliseconds(250))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"])
+        #expect(bob.connectedPeers.map(\.name) == ["alice"])
+        #expect(events.events.isEmpty, "nothing happened: \(events.events)")
+        await network.shutdown()
+    }
+
+    @Test("a partition is noticed by both sides at the peer timeout")
+    func partitionExpiresBothSides() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice")
+        let bob = try await network.startTransceiver(named: "bob")
+        try await network.waitUntilConnected(alice, bob)
+
+        network.partition(alice, bob)
+        await network.advance(by: .milliseconds(2400))
+        #expect(alice.connectedPeers.count == 1 && bob.connectedPeers.count == 1)
+        await network.advance(by: .milliseconds(100))
+        try await network.eventually("both sides dropped the other") {
+            alice.connectedPeers.isEmpty && bob.connectedPeers.isEmpty
+        }
+        await network.shutdown()
+    }
+
+    @Test("a slow reader is disconnected as too slow after the grace period, and send to it throws peerTooSlow")
+    func slowReader() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice") {
+            $0.maximumQueuedOutboundBytes = 1 << 20
+            $0.slowPeerGracePeriod = .seconds(2)
+        }
+        let bob = try await network.startTransceiver(named: "bob")
+        try await network.waitUntilConnected(alice, bob)
+        let events = EventRecorder(alice, on: network)
+
+        network.stopReading(bob, from: alice)
+        let chunk = Chunk(bytes: String(repeating: "x", count: 64 * 1024))
+        for _ in 0..<40 { alice.broadcast(chunk) }
+        await network.settle()
+        await network.advance(by: .milliseconds(1750))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "within the 2 s grace period")
+
+        await network.advance(by: .milliseconds(500))
+        let event = try await events.waitFor("bob disconnected as too slow") {
+            if case .peerDisconnected = $0 { true } else { false }
+        }
+        guard case let .peerDisconnected(_, reason?) = event, reason.code == .peerTooSlow else {
+            Issue.record("expected peerTooSlow, got \(event)")
+            return
+        }
+        let bobPeer = Peer(id: bob.peerID, name: "bob", isConnected: false)
+        await #expect(throws: PeerKitError.self) { try await alice.send(chunk, to: [bobPeer]) }
+        await network.shutdown()
+    }
+}
+}
+
+struct Chunk: Codable, Sendable {
+    var bytes: String
+}
