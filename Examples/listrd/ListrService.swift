@@ -160,11 +160,11 @@ final class ListrService: Service, Sendable {
         handler.serve(on: transceiver, logger: logger)
         let box = box
         let uploads = uploads
-        serve(DumpDatabaseCommand.self, on: transceiver) { handler, command, sender in
+        handler.serve(DumpDatabaseCommand.self, on: transceiver, logger: logger) { handler, command, sender in
             guard command.asResource == true else { return await handler.handle(command, from: sender) }
             return await Self.sendDump(handler: handler, to: sender, on: box.transceiver)
         }
-        serve(ReplaceDatabaseCommand.self, on: transceiver) { handler, command, sender in
+        handler.serve(ReplaceDatabaseCommand.self, on: transceiver, logger: logger) { handler, command, sender in
             guard command.upload == true else { return await handler.handle(command, from: sender) }
             guard let data = uploads.lists.withLock({ $0.removeValue(forKey: sender.id) }) else {
                 return .error("No list was uploaded by this client: send it as the resource \"\(ListrResources.replace)\" first; nothing was changed.")
@@ -219,26 +219,6 @@ final class ListrService: Service, Sendable {
             data.append(contentsOf: chunk.readableBytesView)
         }
         uploads.lists.withLock { $0[resource.sender.id] = data }
-    }
-
-    /// Registers `handle` as the responder for `Command`, logging each command and its outcome.
-    private func serve<Command: Decodable & Sendable>(
-        _ type: Command.Type,
-        on transceiver: PeerTransceiver,
-        _ handle: @escaping @Sendable (ListrRequestHandler, Command, Peer) async -> CLIResponse
-    ) {
-        let handler = handler
-        let logger = logger
-        transceiver.respond(to: type) { command, sender in
-            logger.debug("\(Command.self) from \(sender) received")
-            let response = await handle(handler, command, sender)
-            if case let .error(reason) = response {
-                logger.notice("\(Command.self) from \(sender) refused: \(reason)")
-            } else {
-                logger.info("\(Command.self) from \(sender) done")
-            }
-            return response
-        }
     }
 }
 

@@ -27,8 +27,9 @@ extension ListrRequestHandler {
         }
     }
 
-    /// Registers `handle` as the responder for `Command`, logging each command and its outcome.
-    private func serve<Command: Decodable & Sendable>(
+    /// Registers `handle` as the responder for `Command` (replacing an earlier one), logging each
+    /// command and its outcome.
+    public func serve<Command: Decodable & Sendable>(
         _ type: Command.Type,
         on transceiver: PeerTransceiver,
         logger: Logger,
