@@ -12,6 +12,8 @@ struct ResourceRawPeerTests {
     func receiverAndRawPeer(features: [String]?, configure: (inout PeerConfiguration) -> Void = { _ in }) async throws -> (PeerTransceiver, RawPeer) {
         let serviceType = randomServiceType()
         var configuration = loopbackConfiguration(serviceType: serviceType, name: "receiver")
+        // A raw peer answers no pings: a loaded machine must not lose it to the heartbeat mid-test.
+        configuration.peerTimeout = .seconds(60)
         configure(&configuration)
         let receiver = PeerTransceiver(configuration: configuration)
         try await receiver.start()
