@@ -50,7 +50,7 @@ public struct PeerConfiguration: Sendable {
     public var maximumHandshakeFrameLength: Int
     /// How many bytes may wait to be sent to one peer. Defaults to 32 MiB. A peer that stays over
     /// it for longer than ``slowPeerGracePeriod`` is disconnected as too slow, and a pending
-    /// ``PeerTransceiver/send(_:to:)`` to it throws ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``.
+    /// `PeerTransceiver.send(_:to:)` to it throws ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``.
     /// `send(_:to:)` itself waits while a peer's queue is over 1 MiB, so only `broadcast` and
     /// replies can push a queue to this limit.
     public var maximumQueuedOutboundBytes: Int

@@ -52,8 +52,10 @@ public struct PeerIdentity: Sendable, CustomStringConvertible {
     /// A new identity: a P-256 key from swift-crypto and a self-signed certificate for it from
     /// swift-certificates, valid for `validity` from now (an hour earlier, for clocks that lag).
     ///
-    /// - Parameter name: the certificate's common name, for people reading it; PeerKit identifies
-    ///   the peer by its ``fingerprint``, never by this name.
+    /// - Parameters:
+    ///   - name: the certificate's common name, for people reading it; PeerKit identifies the
+    ///     peer by its ``fingerprint``, never by this name.
+    ///   - validity: how long the certificate is valid from now (default ten years).
     public static func generate(name: String = "PeerKit peer", validity: Duration = .seconds(10 * 365 * 24 * 3600)) throws(PeerKitError) -> PeerIdentity {
         let key = P256.Signing.PrivateKey()
         let privateKey = Certificate.PrivateKey(key)

@@ -2,7 +2,7 @@ extension PeerTransceiver {
     /// Joins `group`: from now on messages sent to the group by any peer reach this transceiver.
     ///
     /// Groups work as in Zyre (JOIN, LEAVE, SHOUT): any peer may send to a group with
-    /// ``send(_:toGroup:)``, and only its members receive. Every connected peer hears of the change
+    /// `send(_:toGroup:)`, and only its members receive. Every connected peer hears of the change
     /// at once, and a peer that connects later learns this transceiver's groups right after the
     /// handshake. Membership is kept across ``stop()`` and a new start. Joining a group twice does
     /// nothing.
@@ -44,7 +44,7 @@ extension PeerTransceiver {
     /// Sends `payload` to every connected peer in `group` (whether or not this transceiver is
     /// in it) and returns the peers it went to; none when the group has no members.
     ///
-    /// The payload is encoded once. As ``send(_:to:)``, it returns once the payload is queued for
+    /// The payload is encoded once. As `send(_:to:)`, it returns once the payload is queued for
     /// every member, first waiting for a member whose queue is full to drain. A member that left
     /// the group before the message arrived drops it.
     /// - Throws: ``PeerKitError/invalidGroup(_:reason:)`` for a name no peer can be in,
@@ -56,8 +56,8 @@ extension PeerTransceiver {
     }
 
     /// Sends a message given as its wire key and JSON text to every connected peer in `group`,
-    /// as ``send(_:toGroup:)`` does for a Swift value.
-    /// - Throws: as ``send(_:to:)`` for a ``RawPeerMessage``, and ``PeerKitError/invalidGroup(_:reason:)``.
+    /// as `send(_:toGroup:)` does for a Swift value.
+    /// - Throws: as `send(_:to:)` for a ``RawPeerMessage``, and ``PeerKitError/invalidGroup(_:reason:)``.
     @discardableResult
     public func send(_ message: RawPeerMessage, toGroup group: String) async throws -> [Peer] {
         try await send(Self.encode(message), toGroup: group)

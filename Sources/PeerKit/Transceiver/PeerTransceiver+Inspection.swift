@@ -31,7 +31,7 @@ extension PeerTransceiver {
         }
     }
 
-    /// Sends `message` to each of `peers`, as ``send(_:to:)`` does for a Swift value.
+    /// Sends `message` to each of `peers`, as `send(_:to:)` does for a Swift value.
     /// - Throws: ``PeerKitError/encodingFailed(type:reason:)`` when the wire key is empty or
     ///   reserved, or the text is not JSON; ``PeerKitError/peerNotConnected(peer:)`` or
     ///   ``PeerKitError/notRunning``.
