@@ -256,9 +256,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var wroteBytes = 0
         var dequeuedBytes = 0
         var released: [CheckedContinuation<Void, Never>] = []
+        var frames = 0
+        var more = false
         while true {
             let next = state.withLockedValue { state -> ByteBuffer? in
                 if !state.urgent.isEmpty { return state.urgent.removeFirst() }
+                if !everything, frames >= Self.framesPerDrain, !state.queued.isEmpty {
+                    // Enough for one turn: the rest goes in a later task, so that a long backlog
+                    // (a broadcast to many peers) does not hold the event loop from reading and
+                    // from the other connections' pings and data. drainScheduled stays set.
+                    more = true
+                    return nil
+                }
                 if state.queued.isEmpty, everything || channel.isWritable, let chunk = state.bulk {
                     state.bulk = nil
                     released += state.bulkWaiters
@@ -275,6 +284,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                 }
                 state.queuedBytes -= frame.readableBytes
                 dequeuedBytes += frame.readableBytes
+                frames += 1
                 return frame
             }
             guard let next else { break }
@@ -286,7 +296,11 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         if dequeuedBytes > 0 { metrics.sendQueueBytes.decrement(by: Double(dequeuedBytes)) }
         if wroteBytes > 0 { metrics.wireBytesSent.increment(by: wroteBytes) }
         for waiter in released { waiter.resume() }
+        if more { channel.eventLoop.execute { self.drain() } }
     }
+
+    /// The most data frames one ``drain(everything:)`` writes before it lets the event loop turn.
+    static let framesPerDrain = 256
 
     // MARK: Inbound accounting
 

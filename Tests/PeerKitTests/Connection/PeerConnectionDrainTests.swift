@@ -1,0 +1,35 @@
+import NIOCore
+import NIOEmbedded
+import Testing
+@testable import PeerKit
+
+/// How a connection moves its outbox to the channel: a long backlog in turns, pings first.
+@Suite("Draining the outbox")
+struct PeerConnectionDrainTests {
+    @Test("a long backlog is written a bounded number of frames per event-loop turn, and a ping overtakes the rest")
+    func backlogIsWrittenInTurns() throws {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
+        let backlog = PeerConnection.framesPerDrain * 2 + 10
+        for index in 0..<backlog {
+            connection.send(ByteBuffer(string: "data \(index)"))
+        }
+        var written: [String] = []
+        func collect() throws {
+            while let frame = try channel.readOutbound(as: ByteBuffer.self) { written.append(String(buffer: frame)) }
+        }
+
+        connection.drain()  // one turn, as the event loop would run it
+        try collect()
+        #expect(written.count == PeerConnection.framesPerDrain, "one turn writes a bounded number of frames")
+
+        connection.send(ByteBuffer(string: "ping"), urgent: true)
+        loop.run()  // the later turns
+        try collect()
+        #expect(written.count == backlog + 1)
+        let ping = try #require(written.firstIndex(of: "ping"))
+        #expect(ping == PeerConnection.framesPerDrain, "the ping goes first in the next turn, not behind the backlog")
+        #expect(written.filter { $0 != "ping" } == (0..<backlog).map { "data \($0)" }, "data frames keep their order")
+    }
+}
