@@ -8,8 +8,9 @@ final class RawPeer {
     let channel: any Channel
     private var frames: AsyncStream<ByteBuffer>.AsyncIterator
 
-    /// Hands each decoded frame to a stream, and ends it when the connection closes.
-    private final class Collector: ChannelInboundHandler, Sendable {
+    /// Hands each decoded frame to a stream, and ends it when the connection closes (shared with
+    /// `TLSRawPeer`).
+    final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         let continuation: AsyncStream<ByteBuffer>.Continuation
         init(_ continuation: AsyncStream<ByteBuffer>.Continuation) { self.continuation = continuation }

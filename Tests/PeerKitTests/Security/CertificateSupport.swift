@@ -58,14 +58,7 @@ final class TLSRawPeer {
     let channel: any Channel
     private var frames: AsyncStream<ByteBuffer>.AsyncIterator
 
-    private final class Collector: ChannelInboundHandler, Sendable {
-        typealias InboundIn = ByteBuffer
-        let continuation: AsyncStream<ByteBuffer>.Continuation
-        init(_ continuation: AsyncStream<ByteBuffer>.Continuation) { self.continuation = continuation }
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) { continuation.yield(unwrapInboundIn(data)) }
-        func channelInactive(context: ChannelHandlerContext) { continuation.finish() }
-        func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
-    }
+    private typealias Collector = RawPeer.Collector
 
     init(connectingTo endpoint: PeerEndpoint, identity: PeerIdentity) async throws {
         let context = try NIOSSLContext(configuration: WireSecurity.certificateConfiguration(identity: identity, server: false))
