@@ -34,6 +34,8 @@ final class TestLink: Sendable {
         /// Delayed frames per direction (true: from the dialler), with their due offsets, in order.
         var delayed: [Bool: [(due: Duration, frame: TestFrame)]] = [:]
         var pumping: Set<Bool> = []
+        /// Directions whose pump task has not yet begun to sleep on the clock.
+        var startingPumps: Set<Bool> = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -152,20 +154,30 @@ final class TestLink: Sendable {
         destination?.writeAndFlush(frame.bytes, promise: nil)
     }
 
-    /// Passes delayed frames on when the network's clock reaches them.
+    /// Passes delayed frames on when the network's clock reaches them. Until its task sleeps on
+    /// the clock the pump counts as a frame in flight (``hasBytesInFlight``), so that the network
+    /// does not move its clock past a frame's due time before the pump waits for it.
     private func pump(fromDialler: Bool) {
         let clock = network.clock
+        let network = network
+        state.withLockedValue { _ = $0.startingPumps.insert(fromDialler) }
         Task {
             while true {
                 guard let due = state.withLockedValue({ state -> Duration? in
                     guard let first = state.delayed[fromDialler]?.first, !state.closed else {
                         state.pumping.remove(fromDialler)
+                        state.startingPumps.remove(fromDialler)
                         state.delayed[fromDialler] = nil
                         return nil
                     }
+                    if first.due > network.now { state.startingPumps.remove(fromDialler) }
                     return first.due
                 }) else { return }
-                do { try await clock.sleep(until: TestClock<Duration>.Instant(offset: due)) } catch { return }
+                // A frame due already is passed on without sleeping: the clock holds a sleep
+                // until exactly "now" until it is next advanced.
+                if due > network.now {
+                    do { try await clock.sleep(until: TestClock<Duration>.Instant(offset: due)) } catch { return }
+                }
                 let frame = state.withLockedValue { state -> TestFrame? in
                     guard var queue = state.delayed[fromDialler], !queue.isEmpty else { return nil }
                     let first = queue.removeFirst()
@@ -194,12 +206,25 @@ final class TestLink: Sendable {
     }
 
     /// Closes the relay's channels: both sides see the connection end, without a bye.
+    ///
+    /// Each side sees end of input, never a reset: a Unix socket closed with unread bytes makes
+    /// its peer's next read fail with ECONNRESET, so what the relay has not read yet is read and
+    /// dropped first, on the relay's event loop (where, with the network's one event loop, no
+    /// side can write in between).
     func cut() {
-        let channels = state.withLockedValue { state -> [any Channel] in
+        let relays = state.withLockedValue { state -> [(channel: any Channel, descriptor: CInt)] in
             state.closed = true
-            return [state.towardsDialler, state.towardsAcceptor].compactMap { $0 }
+            return [(state.towardsDialler, state.descriptors.relayDialler), (state.towardsAcceptor, state.descriptors.relayAcceptor)]
+                .compactMap { channel, descriptor in channel.map { ($0, descriptor) } }
         }
-        for channel in channels { channel.close(promise: nil) }
+        for (channel, descriptor) in relays {
+            channel.eventLoop.execute {
+                // Only while the channel is open does it own the descriptor (a closed one's
+                // number may belong to another socket by now).
+                if channel.isActive { Self.discardUnread(descriptor) }
+                channel.close(promise: nil)
+            }
+        }
         let peers = state.withLockedValue { $0.peers }
         if peers.count < 2 {
             // Not fully set up: nothing will report both ends closed.
@@ -223,7 +248,7 @@ final class TestLink: Sendable {
     var hasBytesInFlight: Bool {
         let (descriptors, closed, due, peers) = state.withLockedValue { state in
             let now = network.now
-            let due = state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
+            let due = !state.startingPumps.isEmpty || state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
             return (state.descriptors, state.closed, due, state.peers)
         }
         if closed { return peers.contains { $0.isActive } }
@@ -234,6 +259,13 @@ final class TestLink: Sendable {
             || Self.unread(descriptors.acceptor) > 0
             || (diallerSends && Self.unread(descriptors.relayDialler) > 0)
             || (acceptorSends && Self.unread(descriptors.relayAcceptor) > 0)
+    }
+
+    /// Reads and drops whatever waits to be read on the non-blocking `descriptor`.
+    private static func discardUnread(_ descriptor: CInt) {
+        guard descriptor >= 0 else { return }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while buffer.withUnsafeMutableBytes({ recv(descriptor, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT)) }) > 0 {}
     }
 
     /// Bytes waiting to be read on `descriptor` (0 when it is closed).

@@ -195,11 +195,22 @@ public final class TestNetwork: Sendable {
     /// The step must be shorter than the time a peer has to answer a ping (`peerTimeout -
     /// heartbeatInterval`, 1.25 s by default) for heartbeats to work as on a fast network; the
     /// default, 100 ms, is well under it.
+    ///
+    /// The network settles before the clock first moves, so that whatever the test started just
+    /// before (a request, a broadcast) has sent its frames and set its timers at the current
+    /// time. Work the test starts in a `Task` of its own may not have begun by then: start it
+    /// with `Task.immediate`, which runs it up to its first suspension before going on, or wait
+    /// for a sign of it (``eventually(_:_:)``) before advancing.
     public func advance(by duration: Duration, step: Duration = .milliseconds(100)) async {
+        await settle()
         var left = duration
         while left > .zero {
             let next = min(step, left)
             await clock.advance(by: next)
+            await settle()
+            // A timer that began to sleep just as the clock passed its deadline waits for the
+            // clock's next move: this one fires it, at no cost in time.
+            await clock.advance(by: .zero)
             await settle()
             left -= next
         }
@@ -207,8 +218,8 @@ public final class TestNetwork: Sendable {
 
     /// Returns once the network is quiet: no bytes wait in any connection's sockets, no
     /// connection is half-way through closing, no delayed frame is due, no message waits for its
-    /// handler in a transceiver the network started, and the event loop and tasks have had their
-    /// turn, three rounds in a row. Reads no clock.
+    /// handler and no timer waits to be set on the clock in a transceiver the network started,
+    /// and the event loop and tasks have had their turn, three rounds in a row. Reads no clock.
     public func settle() async {
         var quietRounds = 0
         var rounds = 0
@@ -217,7 +228,8 @@ public final class TestNetwork: Sendable {
             for _ in 0..<4 { await Task.yield() }
             try? await eventLoopGroup.next().submit {}.get()
             let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
-            let busy = links.contains { $0.hasBytesInFlight } || transceivers.contains { $0.unhandledMessageCount > 0 }
+            let busy = links.contains { $0.hasBytesInFlight }
+                || transceivers.contains { $0.unhandledMessageCount > 0 || $0.startingTimerCount > 0 }
             quietRounds = busy ? 0 : quietRounds + 1
         }
     }

@@ -11,11 +11,21 @@ import Synchronization
 /// is the clock's reading, so advancing the clock fires exactly the timers that are due. A
 /// deadline is fixed when the timer is made, so a timer whose task starts late (after the clock
 /// already passed its deadline) fires at once rather than late.
+///
+/// A timer task that has not yet begun to sleep is counted (``startingTimers``), so that a test
+/// network can wait for every timer to be registered with the clock before it moves the clock:
+/// otherwise a timer whose task starts while the clock is advanced could miss its deadline.
 struct PeerClock: Sendable {
     /// Whether this is the real clock (`ContinuousClock`), whose timers are event-loop timers.
     let isReal: Bool
     private let offsetNow: @Sendable () -> Duration
     private let sleepUntilOffset: @Sendable (Duration) async throws -> Void
+    /// Timer tasks of a non-real clock made and not yet sleeping on it.
+    private let starting: StartingTimers
+
+    /// Timer tasks of a non-real clock that have been made and are not yet sleeping on it (0 for
+    /// the real clock, whose timers are the event loops').
+    var startingTimers: Int { starting.count }
 
     /// The real clock.
     static let continuous = PeerClock(ContinuousClock())
@@ -29,6 +39,7 @@ struct PeerClock: Sendable {
         self.isReal = isReal
         self.offsetNow = now
         self.sleepUntilOffset = sleep
+        self.starting = StartingTimers()
     }
 
     private static func make<C: Clock<Duration>>(_ clock: C) -> PeerClock {
@@ -36,7 +47,12 @@ struct PeerClock: Sendable {
         return PeerClock(
             isReal: C.self == ContinuousClock.self,
             now: { epoch.duration(to: clock.now) },
-            sleep: { offset in try await clock.sleep(until: epoch.advanced(by: offset), tolerance: nil) }
+            sleep: { offset in
+                // Due already: no sleep. (A test clock would otherwise hold a sleep until exactly
+                // "now" until the clock is next advanced.)
+                guard epoch.duration(to: clock.now) < offset else { return }
+                try await clock.sleep(until: epoch.advanced(by: offset), tolerance: nil)
+            }
         )
     }
 
@@ -63,15 +79,6 @@ struct PeerClock: Sendable {
         try await sleepUntilOffset(offset)
     }
 
-    /// Suspends for `duration` on this clock.
-    func sleep(for duration: Duration) async throws {
-        if isReal {
-            try await Task.sleep(for: duration)
-        } else {
-            try await sleepUntilOffset(offsetNow() + duration)
-        }
-    }
-
     /// Runs `body` on `eventLoop` after `delay` on this clock, unless cancelled first.
     func schedule(on eventLoop: any EventLoop, in delay: Duration, _ body: @escaping @Sendable () -> Void) -> PeerTimer {
         if isReal {
@@ -80,7 +87,9 @@ struct PeerClock: Sendable {
         let deadline = offsetNow() + delay
         let cancelled = PeerTimer.Flag()
         let sleep = sleepUntilOffset
+        let registering = starting.begin()
         let task = Task {
+            registering.end()
             do { try await sleep(deadline) } catch { return }
             eventLoop.execute {
                 // Cancelled after the sleep ended but before this ran: do nothing, as a cancelled
@@ -105,7 +114,9 @@ struct PeerClock: Sendable {
         let start = offsetNow()
         let cancelled = PeerTimer.Flag()
         let clock = self
+        let registering = starting.begin()
         let task = Task {
+            registering.end()
             var due = start + interval
             while !Task.isCancelled {
                 do { try await clock.sleep(untilOffset: due) } catch { return }
@@ -117,6 +128,25 @@ struct PeerClock: Sendable {
             }
         }
         return PeerTimer(task: task, flag: cancelled)
+    }
+}
+
+/// Counts the timer tasks of a ``PeerClock`` that have not yet begun to sleep.
+final class StartingTimers: Sendable {
+    private let value = Atomic<Int>(0)
+
+    var count: Int { value.load(ordering: .acquiring) }
+
+    /// Counts a timer task about to be made; its task calls ``Start/end()`` before it sleeps.
+    func begin() -> Start {
+        value.add(1, ordering: .acquiringAndReleasing)
+        return Start(timers: self)
+    }
+
+    /// One counted timer task.
+    struct Start: Sendable {
+        let timers: StartingTimers
+        func end() { timers.value.subtract(1, ordering: .acquiringAndReleasing) }
     }
 }
 

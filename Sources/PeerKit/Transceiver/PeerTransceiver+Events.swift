@@ -64,6 +64,8 @@ extension PeerTransceiver {
         if let failure = session?.discoveryFailure { throw failure }
         let serviceType = configuration.serviceType
         let clock = clock
+        // The deadline is fixed now, not when the child task below starts.
+        let deadline = clock.offset + timeout
         return try await withThrowingTaskGroup(of: Peer.self) { group in
             group.addTask {
                 for await event in events {
@@ -81,7 +83,7 @@ extension PeerTransceiver {
                 throw PeerKitError.notRunning
             }
             group.addTask {
-                try await clock.sleep(for: timeout)
+                try await clock.sleep(untilOffset: deadline)
                 throw PeerKitError.noPeerFound(serviceType: serviceType, timeout: timeout)
             }
             defer { group.cancelAll() }

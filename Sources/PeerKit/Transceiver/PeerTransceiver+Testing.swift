@@ -9,6 +9,13 @@ extension PeerTransceiver {
         session?.dispatcher.unfinishedCount ?? 0
     }
 
+    /// Timers of a non-real clock whose task has not yet begun to sleep on it: a test network
+    /// waits for none before it moves its clock, so that no timer misses its deadline.
+    /// Package-level: not public API.
+    package var startingTimerCount: Int {
+        clock.startingTimers
+    }
+
     /// Calls `observer` synchronously with every event from now on (the event stream delivers
     /// them later, from a task): for a test network's event recorder. Returns a token for
     /// ``removeEventObserver(_:)``. Package-level: not public API.

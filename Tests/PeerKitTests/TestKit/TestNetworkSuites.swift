@@ -5,5 +5,5 @@ import Testing
 /// Run in parallel with each other they hung in about one run in three; one at a time they
 /// still hang in some runs (every task suspended, every event loop idle), less often. The cause
 /// is not found yet: see Documentation/Testing.md, "Known problems".
-@Suite(.serialized)
+@Suite
 enum TestNetworkSuites {}

@@ -23,7 +23,8 @@ struct RequestTimeoutTests {
         let network = TestNetwork()
         let (alice, _, bob) = try await aliceAndSilentBob(network)
         let ended = NIOLockedValueBox(false)
-        let request = Task {
+        // Task.immediate: the request is sent, and its timeout set, before the clock moves.
+        let request = Task.immediate {
             defer { ended.withLockedValue { $0 = true } }
             return try await alice.request(Question(text: "?"), to: bob, expecting: Answer.self, timeout: .seconds(5))
         }
@@ -59,20 +60,24 @@ struct RequestTimeoutTests {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice")
         let bob = try await network.startTransceiver(named: "bob")
-        bob.respond(to: Question.self) { question, _ in Answer(text: question.text, from: "bob") }
+        let answered = NIOLockedValueBox<[String]>([])
+        bob.respond(to: Question.self) { question, _ in
+            answered.withLockedValue { $0.append(question.text) }
+            return Answer(text: question.text, from: "bob")
+        }
         try await network.waitUntilConnected(alice, bob)
         let bobPeer = try #require(alice.connectedPeers.first)
         // Bob's answers take a second to arrive.
         network.delayFrames(from: bob, to: alice, by: .seconds(1))
 
-        let request = Task { try await alice.request(Question(text: "1"), to: bobPeer, expecting: Answer.self) }
-        await network.settle()
+        let request = Task.immediate { try await alice.request(Question(text: "1"), to: bobPeer, expecting: Answer.self) }
+        try await network.eventually("bob answered 1") { answered.withLockedValue { $0 } == ["1"] }
         request.cancel()
         await #expect(throws: CancellationError.self) { try await request.value }
         #expect(network.elapsed == .zero)
 
         await network.advance(by: .seconds(1))
-        let next = Task { try await alice.request(Question(text: "2"), to: bobPeer, expecting: Answer.self) }
+        let next = Task.immediate { try await alice.request(Question(text: "2"), to: bobPeer, expecting: Answer.self) }
         await network.advance(by: .seconds(1))
         #expect(try await next.value == Answer(text: "2", from: "bob"), "the late reply to 1 was not taken for 2")
         await network.shutdown()
@@ -82,7 +87,7 @@ struct RequestTimeoutTests {
     func peerLost() async throws {
         let network = TestNetwork()
         let (alice, bob, bobPeer) = try await aliceAndSilentBob(network)
-        let request = Task { try await alice.request(Question(text: "?"), to: bobPeer, expecting: Answer.self, timeout: .seconds(30)) }
+        let request = Task.immediate { try await alice.request(Question(text: "?"), to: bobPeer, expecting: Answer.self, timeout: .seconds(30)) }
         await network.settle()
         network.kill(bob)
         let error = await #expect(throws: PeerKitError.self) { try await request.value }
@@ -99,7 +104,7 @@ struct RequestTimeoutTests {
     func waitForPeerTimesOut() async throws {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice")
-        let waiting = Task { try await alice.waitForPeer(timeout: .seconds(10)) }
+        let waiting = Task.immediate { try await alice.waitForPeer(timeout: .seconds(10)) }
         await network.advance(by: .seconds(10), step: .seconds(1))
         let error = await #expect(throws: PeerKitError.self) { try await waiting.value }
         #expect(error == .noPeerFound(serviceType: "testkit", timeout: .seconds(10)))
