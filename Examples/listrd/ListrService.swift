@@ -48,6 +48,9 @@ final class ListrService: Service, Sendable {
             case let .change(change): try await transceiver.send(change, to: [peer])
             case let .ended(ended): try await transceiver.send(ended, to: [peer])
             }
+        } dropped: { peer, error in
+            // At most one line per watch (64 watchers at most, each needing a connection).
+            logger.debug("Stopped pushing changes to \(peer): sending to it failed: \(error)")
         }
         let (names, namesContinuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
         let store = try ItemStore(persistence: database) { change in

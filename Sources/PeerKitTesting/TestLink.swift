@@ -34,8 +34,6 @@ final class TestLink: Sendable {
         /// Delayed frames per direction (true: from the dialler), with their due offsets, in order.
         var delayed: [Bool: [(due: Duration, frame: TestFrame)]] = [:]
         var pumping: Set<Bool> = []
-        /// Directions whose pump task has not yet begun to sleep on the clock.
-        var startingPumps: Set<Bool> = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -154,23 +152,19 @@ final class TestLink: Sendable {
         destination?.writeAndFlush(frame.bytes, promise: nil)
     }
 
-    /// Passes delayed frames on when the network's clock reaches them. Until its task sleeps on
-    /// the clock the pump counts as a frame in flight (``hasBytesInFlight``), so that the network
-    /// does not move its clock past a frame's due time before the pump waits for it.
+    /// Passes delayed frames on when the network's clock reaches them. A frame due and not yet
+    /// passed on counts as in flight (``hasDueFrames``), however slow the pump's task is.
     private func pump(fromDialler: Bool) {
         let clock = network.clock
         let network = network
-        state.withLockedValue { _ = $0.startingPumps.insert(fromDialler) }
         Task {
             while true {
                 guard let due = state.withLockedValue({ state -> Duration? in
                     guard let first = state.delayed[fromDialler]?.first, !state.closed else {
                         state.pumping.remove(fromDialler)
-                        state.startingPumps.remove(fromDialler)
                         state.delayed[fromDialler] = nil
                         return nil
                     }
-                    if first.due > network.now { state.startingPumps.remove(fromDialler) }
                     return first.due
                 }) else { return }
                 // A frame due already is passed on without sleeping: the clock holds a sleep
@@ -243,12 +237,20 @@ final class TestLink: Sendable {
         network.linkClosed(id)
     }
 
+    /// Whether a delayed frame is due and has not been passed on yet.
+    var hasDueFrames: Bool {
+        let now = network.now
+        return state.withLockedValue { state in
+            !state.closed && state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
+        }
+    }
+
     /// Whether bytes wait to be read on a socket whose reader is reading, a delayed frame is
     /// due, or the link was cut and an end has not yet seen it end.
     var hasBytesInFlight: Bool {
         let (descriptors, closed, due, peers) = state.withLockedValue { state in
             let now = network.now
-            let due = !state.startingPumps.isEmpty || state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
+            let due = state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
             return (state.descriptors, state.closed, due, state.peers)
         }
         if closed { return peers.contains { $0.isActive } }

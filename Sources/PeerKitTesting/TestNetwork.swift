@@ -208,18 +208,15 @@ public final class TestNetwork: Sendable {
             let next = min(step, left)
             await clock.advance(by: next)
             await settle()
-            // A timer that began to sleep just as the clock passed its deadline waits for the
-            // clock's next move: this one fires it, at no cost in time.
-            await clock.advance(by: .zero)
-            await settle()
             left -= next
         }
     }
 
     /// Returns once the network is quiet: no bytes wait in any connection's sockets, no
     /// connection is half-way through closing, no delayed frame is due, no message waits for its
-    /// handler and no timer waits to be set on the clock in a transceiver the network started,
-    /// and the event loop and tasks have had their turn, three rounds in a row. Reads no clock.
+    /// handler and no timer is due and not yet run in a transceiver the network started, and the
+    /// event loop and tasks have had their turn, three rounds in a row. It never moves the clock
+    /// forward: it only reads it, to tell which timers and delayed frames are due.
     public func settle() async {
         var quietRounds = 0
         var rounds = 0
@@ -228,8 +225,14 @@ public final class TestNetwork: Sendable {
             for _ in 0..<4 { await Task.yield() }
             try? await eventLoopGroup.next().submit {}.get()
             let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
-            let busy = links.contains { $0.hasBytesInFlight }
-                || transceivers.contains { $0.unhandledMessageCount > 0 || $0.startingTimerCount > 0 }
+            let timersDue = transceivers.contains { $0.hasDueTimers } || links.contains { $0.hasDueFrames }
+            if timersDue {
+                // Due and not run: its task is on its way, or began to sleep just as the clock
+                // reached its deadline, which a test clock holds until it next moves. This moves
+                // it by nothing, which wakes such a sleep.
+                await clock.advance(by: .zero)
+            }
+            let busy = timersDue || links.contains { $0.hasBytesInFlight } || transceivers.contains { $0.unhandledMessageCount > 0 }
             quietRounds = busy ? 0 : quietRounds + 1
         }
     }

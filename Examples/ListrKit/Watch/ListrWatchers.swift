@@ -41,12 +41,18 @@ public final class ListrWatchers: Sendable {
         }
     }
 
+    /// Told about a watcher dropped because pushing to it failed, after it was removed.
+    public typealias Dropped = @Sendable (Peer, any Error) -> Void
+
     private let send: Send
+    private let dropped: Dropped
     private let watchers: Mutex<[String: (peer: Peer, watcher: Watcher)]> = Mutex([:])
 
-    /// Creates an empty set of watchers that pushes with `send`.
-    public init(send: @escaping Send) {
+    /// Creates an empty set of watchers that pushes with `send`; `dropped` is told about each
+    /// watcher removed because `send` threw (with what it threw), after it was removed.
+    public init(send: @escaping Send, dropped: @escaping Dropped = { _, _ in }) {
         self.send = send
+        self.dropped = dropped
     }
 
     /// How many watchers there are.
@@ -72,12 +78,13 @@ public final class ListrWatchers: Sendable {
         guard let replaced else { throw .tooManyWatchers(limit: Self.maximumWatchers) }
         replaced.map(stop)
         let send = send
+        let dropped = dropped
         let task = Task { [weak self] in
             for await change in stream {
                 do {
                     try await send(.change(change), peer)
                 } catch {
-                    self?.remove(peer, ifStill: watcher)
+                    if self?.remove(peer, ifStill: watcher) == true { dropped(peer, error) }
                     return
                 }
             }
@@ -120,12 +127,14 @@ public final class ListrWatchers: Sendable {
         }
     }
 
-    private func remove(_ peer: Peer, ifStill watcher: Watcher) {
+    /// Removes `peer` if `watcher` is still its watcher; returns whether it did.
+    private func remove(_ peer: Peer, ifStill watcher: Watcher) -> Bool {
         let removed = watchers.withLock { watchers -> Watcher? in
             guard watchers[peer.id]?.watcher === watcher else { return nil }
             return watchers.removeValue(forKey: peer.id)?.watcher
         }
         removed.map(stop)
+        return removed != nil
     }
 
     private func stop(_ watcher: Watcher) {

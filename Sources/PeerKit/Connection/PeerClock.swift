@@ -12,20 +12,17 @@ import Synchronization
 /// deadline is fixed when the timer is made, so a timer whose task starts late (after the clock
 /// already passed its deadline) fires at once rather than late.
 ///
-/// A timer task that has not yet begun to sleep is counted (``startingTimers``), so that a test
-/// network can wait for every timer to be registered with the clock before it moves the clock:
-/// otherwise a timer whose task starts while the clock is advanced could miss its deadline.
+/// Every timer of a non-real clock is kept in a table with its deadline until its body has run
+/// on the event loop (or it is cancelled): ``hasDueTimers`` says whether one is due and has not
+/// run yet. A test network waits for none before it calls itself settled, so a timer whose task
+/// was slow to start, or was woken and has not yet run, still counts as work in flight.
 struct PeerClock: Sendable {
     /// Whether this is the real clock (`ContinuousClock`), whose timers are event-loop timers.
     let isReal: Bool
     private let offsetNow: @Sendable () -> Duration
     private let sleepUntilOffset: @Sendable (Duration) async throws -> Void
-    /// Timer tasks of a non-real clock made and not yet sleeping on it.
-    private let starting: StartingTimers
-
-    /// Timer tasks of a non-real clock that have been made and are not yet sleeping on it (0 for
-    /// the real clock, whose timers are the event loops').
-    var startingTimers: Int { starting.count }
+    /// The timers of a non-real clock that have not run yet.
+    private let timers: TimerTable
 
     /// The real clock.
     static let continuous = PeerClock(ContinuousClock())
@@ -39,7 +36,7 @@ struct PeerClock: Sendable {
         self.isReal = isReal
         self.offsetNow = now
         self.sleepUntilOffset = sleep
-        self.starting = StartingTimers()
+        self.timers = TimerTable()
     }
 
     private static func make<C: Clock<Duration>>(_ clock: C) -> PeerClock {
@@ -74,9 +71,29 @@ struct PeerClock: Sendable {
         return .uptimeNanoseconds(overflow ? .max : UInt64(max(0, nanoseconds)))
     }
 
-    /// Suspends until the clock reads `offset` (at once when it already does).
-    func sleep(untilOffset offset: Duration) async throws {
-        try await sleepUntilOffset(offset)
+    /// Whether a timer of this (non-real) clock is due and has not run yet. Always false for the
+    /// real clock.
+    var hasDueTimers: Bool {
+        !isReal && timers.hasDue(atOrBefore: offsetNow())
+    }
+
+    /// A sleep until the clock reads `offset`, counted as a timer from now until it ends: a
+    /// deadline fixed before the task that sleeps has started. The sleep must be awaited (once).
+    func sleep(untilOffset offset: Duration) -> Sleep {
+        Sleep(clock: self, offset: offset, id: isReal ? nil : timers.add(due: offset))
+    }
+
+    /// A sleep made by ``sleep(untilOffset:)``.
+    struct Sleep: Sendable {
+        fileprivate let clock: PeerClock
+        fileprivate let offset: Duration
+        fileprivate let id: UInt64?
+
+        /// Suspends until the clock reads the offset (at once when it already does).
+        func wait() async throws {
+            defer { id.map(clock.timers.remove) }
+            try await clock.sleepUntilOffset(offset)
+        }
     }
 
     /// Runs `body` on `eventLoop` after `delay` on this clock, unless cancelled first.
@@ -87,17 +104,21 @@ struct PeerClock: Sendable {
         let deadline = offsetNow() + delay
         let cancelled = PeerTimer.Flag()
         let sleep = sleepUntilOffset
-        let registering = starting.begin()
+        let timers = timers
+        let id = timers.add(due: deadline)
         let task = Task {
-            registering.end()
-            do { try await sleep(deadline) } catch { return }
+            do { try await sleep(deadline) } catch {
+                timers.remove(id)
+                return
+            }
             eventLoop.execute {
                 // Cancelled after the sleep ended but before this ran: do nothing, as a cancelled
                 // event-loop timer would.
                 if !cancelled.isSet { body() }
+                timers.remove(id)
             }
         }
-        return PeerTimer(task: task, flag: cancelled)
+        return PeerTimer(task: task, flag: cancelled) { timers.remove(id) }
     }
 
     /// Calls `tick` on `eventLoop` every `interval`, with the time the tick was due, until the
@@ -114,39 +135,59 @@ struct PeerClock: Sendable {
         let start = offsetNow()
         let cancelled = PeerTimer.Flag()
         let clock = self
-        let registering = starting.begin()
+        let timers = timers
+        // The table holds the next tick not yet run: it moves on once a tick has run.
+        let id = timers.add(due: start + interval)
         let task = Task {
-            registering.end()
             var due = start + interval
             while !Task.isCancelled {
-                do { try await clock.sleep(untilOffset: due) } catch { return }
+                do { try await clock.sleepUntilOffset(due) } catch { break }
                 let at = clock.deadline(atOffset: due)
+                let next = due + interval
                 eventLoop.execute {
                     if !cancelled.isSet { tick(at) }
+                    timers.update(id, due: next)
                 }
-                due += interval
+                due = next
             }
+            timers.remove(id)
         }
-        return PeerTimer(task: task, flag: cancelled)
+        return PeerTimer(task: task, flag: cancelled) { timers.remove(id) }
     }
 }
 
-/// Counts the timer tasks of a ``PeerClock`` that have not yet begun to sleep.
-final class StartingTimers: Sendable {
-    private let value = Atomic<Int>(0)
-
-    var count: Int { value.load(ordering: .acquiring) }
-
-    /// Counts a timer task about to be made; its task calls ``Start/end()`` before it sleeps.
-    func begin() -> Start {
-        value.add(1, ordering: .acquiringAndReleasing)
-        return Start(timers: self)
+/// The timers of a non-real ``PeerClock`` that have not run yet, each with its deadline.
+final class TimerTable: Sendable {
+    private struct Table {
+        var nextID: UInt64 = 0
+        var due: [UInt64: Duration] = [:]
     }
 
-    /// One counted timer task.
-    struct Start: Sendable {
-        let timers: StartingTimers
-        func end() { timers.value.subtract(1, ordering: .acquiringAndReleasing) }
+    private let table = Mutex(Table())
+
+    /// Adds a timer due at `due`; returns its id.
+    func add(due: Duration) -> UInt64 {
+        table.withLock { table in
+            table.nextID += 1
+            table.due[table.nextID] = due
+            return table.nextID
+        }
+    }
+
+    /// Moves a timer still in the table to `due` (a removed one stays removed).
+    func update(_ id: UInt64, due: Duration) {
+        table.withLock { table in
+            if table.due[id] != nil { table.due[id] = due }
+        }
+    }
+
+    func remove(_ id: UInt64) {
+        table.withLock { _ = $0.due.removeValue(forKey: id) }
+    }
+
+    /// Whether a timer is due at `now` (or before).
+    func hasDue(atOrBefore now: Duration) -> Bool {
+        table.withLock { $0.due.values.contains { $0 <= now } }
     }
 }
 
@@ -162,23 +203,26 @@ struct PeerTimer: Sendable {
     private enum Kind: Sendable {
         case scheduled(Scheduled<Void>)
         case repeated(RepeatedTask)
-        case task(Task<Void, Never>, Flag)
+        case task(Task<Void, Never>, Flag, removeFromTable: @Sendable () -> Void)
     }
 
     private let kind: Kind
 
     init(scheduled: Scheduled<Void>) { kind = .scheduled(scheduled) }
     init(repeated: RepeatedTask) { kind = .repeated(repeated) }
-    init(task: Task<Void, Never>, flag: Flag) { kind = .task(task, flag) }
+    init(task: Task<Void, Never>, flag: Flag, removeFromTable: @escaping @Sendable () -> Void) {
+        kind = .task(task, flag, removeFromTable: removeFromTable)
+    }
 
     /// Stops the timer; a body already running finishes.
     func cancel() {
         switch kind {
         case let .scheduled(scheduled): scheduled.cancel()
         case let .repeated(repeated): repeated.cancel()
-        case let .task(task, flag):
+        case let .task(task, flag, removeFromTable):
             flag.set()
             task.cancel()
+            removeFromTable()
         }
     }
 }

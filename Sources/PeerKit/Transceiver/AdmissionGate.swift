@@ -34,14 +34,13 @@ final class AdmissionGate: Sendable {
         held.withLockedValue { $0[id] = .some([]) }
         connection.channel.closeFuture.whenComplete { _ in self.held.withLockedValue { $0[id] = nil } }
         let timeout = timeout
-        let clock = clock
         // The hook's time starts now, not when the task below starts.
-        let deadline = clock.offset + .nanoseconds(timeout.nanoseconds)
+        let sleep = clock.sleep(untilOffset: clock.offset + .nanoseconds(timeout.nanoseconds))
         Task {
             let verdict = await withTaskGroup(of: Bool?.self) { group in
                 group.addTask { await admission(peer) }
                 group.addTask {
-                    try? await clock.sleep(untilOffset: deadline)
+                    try? await sleep.wait()
                     return nil
                 }
                 defer { group.cancelAll() }

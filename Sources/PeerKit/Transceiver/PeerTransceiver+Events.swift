@@ -63,9 +63,8 @@ extension PeerTransceiver {
         if let peer = connectedPeers.first(where: predicate) { return peer }
         if let failure = session?.discoveryFailure { throw failure }
         let serviceType = configuration.serviceType
-        let clock = clock
         // The deadline is fixed now, not when the child task below starts.
-        let deadline = clock.offset + timeout
+        let sleep = clock.sleep(untilOffset: clock.offset + timeout)
         return try await withThrowingTaskGroup(of: Peer.self) { group in
             group.addTask {
                 for await event in events {
@@ -83,7 +82,7 @@ extension PeerTransceiver {
                 throw PeerKitError.notRunning
             }
             group.addTask {
-                try await clock.sleep(untilOffset: deadline)
+                try await sleep.wait()
                 throw PeerKitError.noPeerFound(serviceType: serviceType, timeout: timeout)
             }
             defer { group.cancelAll() }

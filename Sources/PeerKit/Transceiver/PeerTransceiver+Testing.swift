@@ -9,11 +9,10 @@ extension PeerTransceiver {
         session?.dispatcher.unfinishedCount ?? 0
     }
 
-    /// Timers of a non-real clock whose task has not yet begun to sleep on it: a test network
-    /// waits for none before it moves its clock, so that no timer misses its deadline.
-    /// Package-level: not public API.
-    package var startingTimerCount: Int {
-        clock.startingTimers
+    /// Whether a timer of a non-real clock is due and has not run yet: work in flight, for a
+    /// test network's `settle()`. Package-level: not public API.
+    package var hasDueTimers: Bool {
+        clock.hasDueTimers
     }
 
     /// Calls `observer` synchronously with every event from now on (the event stream delivers

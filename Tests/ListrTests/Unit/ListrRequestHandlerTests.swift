@@ -3,7 +3,7 @@ import ListrKit
 import PeerKit
 import Testing
 
-@Suite("listrd request handling")
+@Suite("listrd request handling", .timeLimit(.minutes(1)))
 struct ListrRequestHandlerTests {
     let persistence = InMemoryPersistence()
     let recorder = ChangeRecorder()
@@ -174,7 +174,7 @@ struct ListrRequestHandlerTests {
         #expect(try ItemPropertyList.decode(list).map(\.title) == ["Milk"])
         #expect(watchers.contains(bob))
         _ = await handler.handle(AddItemCommand(title: "Bread"), from: alice)
-        try await sent.waitFor(count: 1)
+        await sent.waitFor(count: 1)
         #expect(sent.messages == [.init(peer: "B", message: .change(ListrChange(kind: .added, client: "alice", index: 2, item: sent.firstItem)))])
     }
 }
