@@ -373,7 +373,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         case .v6:
             return "[\(address.ipAddress ?? "?")]:\(address.port ?? 0)"
         case .unixDomainSocket:
-            return address.pathname ?? "a Unix socket"
+            // A socket pair's ends (a test network's connections) have no path.
+            guard let path = address.pathname, !path.isEmpty else { return "an unnamed Unix socket" }
+            return path
         }
     }
 }
