@@ -142,11 +142,22 @@ public final class TestNetwork: Sendable {
 
     /// Starts a ``FakePeer`` called `name`: a scripted peer that speaks the wire protocol,
     /// advertised like a transceiver.
+    ///
+    /// `configure` runs before the fake peer is advertised, so that faults and answers are in
+    /// place before anyone can connect to it: a frame it sends the moment it is connected (its
+    /// hello) is already subject to a ``dropFrames(from:to:where:)`` rule set there.
+    ///
+    /// ```swift
+    /// let mute = network.startFakePeer(named: "mute") { mute in
+    ///     network.dropFrames(from: mute, to: alice) { $0.type == "peerkit.hello" }
+    /// }
+    /// ```
     @discardableResult
-    public func startFakePeer(named name: String, serviceType: String? = nil) -> FakePeer {
+    public func startFakePeer(named name: String, serviceType: String? = nil, configure: (FakePeer) -> Void = { _ in }) -> FakePeer {
         let id = addNode(named: name)
         let peer = FakePeer(network: self, nodeID: id, name: name, serviceType: serviceType ?? self.serviceType)
         state.withLockedValue { $0.fakePeers.append(peer) }
+        configure(peer)
         peer.start()
         return peer
     }

@@ -75,9 +75,11 @@ struct ClosePathTests {
     func handshakeTimeout() async throws {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice")
-        let mute = network.startFakePeer(named: "mute")
         // The fake's hello is lost: alice's side of the connection never completes its handshake.
-        network.dropFrames(from: mute, to: alice) { $0.type == "peerkit.hello" }
+        // (The rule is in place before the fake is advertised: it says hello as soon as alice connects.)
+        let mute = network.startFakePeer(named: "mute") { mute in
+            network.dropFrames(from: mute, to: alice) { $0.type == "peerkit.hello" }
+        }
         try await network.eventually("mute saw alice's hello") { mute.connectedPeers.count == 1 }
 
         await network.advance(by: .milliseconds(4750))
