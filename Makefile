@@ -9,7 +9,7 @@ CONFIGURATION ?= release
 TOOLS = peerkit listrd listrctl
 MAN_DIR = .build/man
 
-.PHONY: all build test test-repeat demo bench stress test-lan setup avahi clean fuzz fuzz-smoke install man docs
+.PHONY: all build test test-repeat testkit-consumer demo bench stress test-lan setup avahi clean fuzz fuzz-smoke install man docs
 
 all: build
 
@@ -45,6 +45,11 @@ REPEAT ?= 100
 test-repeat: setup
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	@SWIFT="$(SWIFT)" SWIFT_BUILD_FLAGS="$(SWIFT_BUILD_FLAGS)" scripts/test-repeat $(REPEAT) '$(INTEGRATION_TESTS)'
+
+## make testkit-consumer: a new package that depends on PeerKitTesting compiles and runs Testing.md's
+## chat example, cut out of the page (slow: it builds PeerKit and its dependencies afresh).
+testkit-consumer: setup
+	@SWIFT="$(SWIFT)" scripts/testkit-consumer
 
 ## make demo: starts listrd on a temporary store and drives it with listrctl.
 demo: avahi
