@@ -172,13 +172,13 @@ final class TestLink: Sendable {
                 if due > network.now {
                     do { try await clock.sleep(until: TestClock<Duration>.Instant(offset: due)) } catch { return }
                 }
-                let frame = state.withLockedValue { state -> TestFrame? in
-                    guard var queue = state.delayed[fromDialler], !queue.isEmpty else { return nil }
-                    let first = queue.removeFirst()
-                    state.delayed[fromDialler] = queue
-                    return first.frame
+                // Written first, then taken off the queue (this task is its only taker): until
+                // the write is queued on the event loop, the frame still counts as due.
+                guard let frame = state.withLockedValue({ $0.delayed[fromDialler]?.first?.frame }) else { continue }
+                write(frame, fromDialler: fromDialler)
+                state.withLockedValue { state in
+                    if state.delayed[fromDialler]?.isEmpty == false { state.delayed[fromDialler]?.removeFirst() }
                 }
-                if let frame { write(frame, fromDialler: fromDialler) }
             }
         }
     }

@@ -3,10 +3,10 @@ import NIOCore
 
 /// Requests waiting for their replies, by request `id`.
 ///
-/// A request is ``register(id:peerID:)``ed before its continuation exists and
-/// ``attach(id:continuation:)``ed once it does, so that nothing that happens in between is lost:
-/// a cancellation (whose handler may run before the continuation is made), a timeout or the
-/// peer's disconnection is remembered and ends the request as soon as it attaches.
+/// A request is ``register(id:peerID:)``ed before it is sent, and ``attach(id:continuation:)``ed
+/// once its caller waits for it, so that nothing that happens in between is lost: its reply, a
+/// cancellation (whose handler may run before the continuation is made), a timeout or the peer's
+/// disconnection is remembered and ends the request as soon as it attaches.
 ///
 /// A reply is accepted only from the peer the request went to. Each request ends exactly once:
 /// with its reply, its timeout, its cancellation, or its peer's disconnection.
@@ -15,8 +15,8 @@ final class PendingRequests: Sendable {
         var peerID: String
         var continuation: CheckedContinuation<Envelope, any Error>?
         var timeout: PeerTimer?
-        /// Why the request ended before its continuation was attached.
-        var earlyFailure: (any Error)?
+        /// How the request ended before its continuation was attached: its reply or why it failed.
+        var early: Result<Envelope, any Error>?
     }
 
     private let pending = NIOLockedValueBox<[String: Entry]>([:])
@@ -26,14 +26,14 @@ final class PendingRequests: Sendable {
         pending.withLockedValue { $0[id] = Entry(peerID: peerID) }
     }
 
-    /// Attaches the request's continuation. Returns the error that already ended the request
-    /// (the caller fails the continuation with it and sends nothing), or nil.
-    func attach(id: String, continuation: CheckedContinuation<Envelope, any Error>) -> (any Error)? {
-        pending.withLockedValue { pending -> (any Error)? in
-            guard var entry = pending[id] else { return CancellationError() }
-            if let failure = entry.earlyFailure {
+    /// Attaches the request's continuation. Returns how the request already ended (its reply, or
+    /// the error that ended it) for the caller to resume the continuation with, or nil.
+    func attach(id: String, continuation: CheckedContinuation<Envelope, any Error>) -> Result<Envelope, any Error>? {
+        pending.withLockedValue { pending -> Result<Envelope, any Error>? in
+            guard var entry = pending[id] else { return .failure(CancellationError()) }
+            if let early = entry.early {
                 pending[id] = nil
-                return failure
+                return early
             }
             entry.continuation = continuation
             pending[id] = entry
@@ -44,7 +44,7 @@ final class PendingRequests: Sendable {
     /// Attaches the timer that will fail the request, unless it has already ended.
     func setTimeout(id: String, _ timeout: PeerTimer) {
         let ended = pending.withLockedValue { pending -> Bool in
-            guard pending[id] != nil else { return true }
+            guard pending[id] != nil, pending[id]?.early == nil else { return true }
             pending[id]?.timeout = timeout
             return false
         }
@@ -54,14 +54,23 @@ final class PendingRequests: Sendable {
     /// Resumes the request `envelope.replyTo` answers; false when none is waiting (late or foreign reply).
     func resolve(_ envelope: Envelope, from peerID: String) -> Bool {
         guard let id = envelope.replyTo else { return false }
-        let entry = pending.withLockedValue { pending -> Entry? in
-            guard let entry = pending[id], entry.peerID == peerID, entry.continuation != nil else { return nil }
-            return pending.removeValue(forKey: id)
+        let (accepted, entry) = pending.withLockedValue { pending -> (Bool, Entry?) in
+            guard var entry = pending[id], entry.peerID == peerID, entry.early == nil else { return (false, nil) }
+            guard entry.continuation != nil else {
+                // Answered before its caller waits for it: kept for attach(id:continuation:).
+                entry.early = .success(envelope)
+                entry.timeout?.cancel()
+                entry.timeout = nil
+                pending[id] = entry
+                return (true, nil)
+            }
+            return (true, pending.removeValue(forKey: id))
         }
-        guard let entry, let continuation = entry.continuation else { return false }
-        entry.timeout?.cancel()
-        continuation.resume(returning: envelope)
-        return true
+        if let entry, let continuation = entry.continuation {
+            entry.timeout?.cancel()
+            continuation.resume(returning: envelope)
+        }
+        return accepted
     }
 
     /// Fails one request (its timeout, its cancellation).
@@ -93,11 +102,11 @@ final class PendingRequests: Sendable {
     }
 
     /// Removes and returns the entry when its continuation is attached; otherwise remembers the
-    /// failure for ``attach(id:continuation:)``.
+    /// failure (unless the request already ended) for ``attach(id:continuation:)``.
     private static func end(_ id: String, with error: any Error, in pending: inout [String: Entry]) -> Entry? {
         guard var entry = pending[id] else { return nil }
         guard entry.continuation != nil else {
-            if entry.earlyFailure == nil { entry.earlyFailure = error }
+            if entry.early == nil { entry.early = .failure(error) }
             pending[id] = entry
             return nil
         }

@@ -30,6 +30,11 @@ extension PeerTransceiver {
 
     /// Sends `message` to `peer` as a request and waits for the envelope that answers it: the
     /// part of a request that does not depend on the reply's type.
+    ///
+    /// Everything up to the send happens before the first suspension: the request is registered,
+    /// its timeout set (its deadline fixed when the request is made) and its frame queued, so a
+    /// reply, a cancellation or a timeout that comes before the caller waits is kept, not lost,
+    /// and a test clock moved right after the call finds the timeout set.
     /// - Throws: ``PeerKitError/remoteError(reason:peer:)`` when the answer is an error, and the
     ///   other errors ``request(_:to:expecting:timeout:)`` lists.
     func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
@@ -37,17 +42,31 @@ extension PeerTransceiver {
         guard let connection = session.manager.connection(to: peer.id) else {
             throw PeerKitError.peerNotConnected(peer: peer.name)
         }
+        // A request from a task cancelled already is not sent.
+        try Task.checkCancellation()
         let id = nextRequestID()
         let pending = pending
-        let clock = clock
         pending.register(id: id, peerID: peer.id)
         defer { pending.remove(id: id) }
         let metrics = metrics
-        let counters = metrics.usedType(message.type)
+        let timer = clock.schedule(on: connection.channel.eventLoop, in: timeout) {
+            pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
+        }
+        pending.setTimeout(id: id, timer)
         let started = ContinuousClock.now
+        connection.send(message.frame(id: id, group: group))
+        metrics.usedType(message.type).sent(payloadBytes: message.payload.readableBytes)
         let reply: Envelope
         do {
-            reply = try await send(message, id: id, group: group, on: connection, to: peer, timeout: timeout, counters: counters)
+            reply = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    if let ended = pending.attach(id: id, continuation: continuation) {
+                        continuation.resume(with: ended)
+                    }
+                }
+            } onCancel: {
+                pending.fail(id: id, with: CancellationError())
+            }
         } catch let error as PeerKitError {
             if error.code == .requestTimedOut { metrics.requestsTimedOut.increment() }
             throw error
@@ -58,28 +77,5 @@ extension PeerTransceiver {
             throw PeerKitError.remoteError(reason: reason, peer: peer.name)
         }
         return reply
-    }
-
-    /// Sends the request registered as `id` and waits for what ends it: its reply, its timeout,
-    /// its cancellation or its peer's disconnection.
-    private func send(_ message: EncodedMessage, id: String, group: String?, on connection: PeerConnection, to peer: Peer, timeout: Duration, counters: PeerMetrics.TypeMetrics) async throws -> Envelope {
-        let pending = pending
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                if let failure = pending.attach(id: id, continuation: continuation) {
-                    // Cancelled (or disconnected) before the request was sent: send nothing.
-                    continuation.resume(throwing: failure)
-                    return
-                }
-                let timer = clock.schedule(on: connection.channel.eventLoop, in: timeout) {
-                    pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
-                }
-                pending.setTimeout(id: id, timer)
-                connection.send(message.frame(id: id, group: group))
-                counters.sent(payloadBytes: message.payload.readableBytes)
-            }
-        } onCancel: {
-            pending.fail(id: id, with: CancellationError())
-        }
     }
 }

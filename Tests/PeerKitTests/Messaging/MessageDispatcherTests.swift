@@ -72,8 +72,8 @@ struct PendingRequestsTests {
             Task {
                 do {
                     let reply = try await withCheckedThrowingContinuation { continuation in
-                        if let failure = pending.attach(id: "1", continuation: continuation) {
-                            continuation.resume(throwing: failure)
+                        if let ended = pending.attach(id: "1", continuation: continuation) {
+                            continuation.resume(with: ended)
                         }
                     }
                     done.resume(returning: .success(reply))
@@ -99,6 +99,21 @@ struct PendingRequestsTests {
         #expect(result == reply)
     }
 
+    @Test("a reply that comes before the caller waits is kept for it; a later failure does not replace it")
+    func replyBeforeAttach() async throws {
+        let pending = PendingRequests()
+        pending.register(id: "5", peerID: "B")
+        let reply = Envelope(type: "Answer", id: nil, replyTo: "5", payload: ByteBuffer(string: "{}"))
+        #expect(!pending.resolve(reply, from: "C"), "a reply from another peer is not taken")
+        #expect(pending.resolve(reply, from: "B"))
+        #expect(!pending.resolve(reply, from: "B"), "only once")
+        pending.fail(id: "5", with: CancellationError())
+        let result: Envelope = try await withCheckedThrowingContinuation { continuation in
+            if let ended = pending.attach(id: "5", continuation: continuation) { continuation.resume(with: ended) }
+        }
+        #expect(result == reply)
+    }
+
     @Test("a disconnection before the continuation is attached fails the request with its reason")
     func disconnectedBeforeAttach() async {
         let pending = PendingRequests()
@@ -106,7 +121,7 @@ struct PendingRequestsTests {
         pending.failAll(peerID: "B", with: PeerKitError.connectionClosed(peer: "b"))
         do {
             _ = try await withCheckedThrowingContinuation { continuation in
-                if let failure = pending.attach(id: "3", continuation: continuation) { continuation.resume(throwing: failure) }
+                if let ended = pending.attach(id: "3", continuation: continuation) { continuation.resume(with: ended) }
             }
             Issue.record("the request should have failed")
         } catch {
