@@ -191,7 +191,9 @@ public final class TestNetwork: Sendable {
         // problems").
         for transceiver in transceivers { transceiver.stop() }
         await settle()
-        await advance(by: .seconds(6), step: .milliseconds(500))
+        // One move of the clock: the stopped transceivers have no heartbeats left to keep in
+        // step, and every move costs the test clock's yields.
+        await advance(by: .seconds(6), step: .seconds(6))
         let links = state.withLockedValue { Array($0.links.values) }
         for link in links { link.closeEverything() }
         await settle()
