@@ -2,16 +2,6 @@ import Foundation
 import Testing
 @testable import PeerKit
 
-private struct Greeting: Codable, Sendable, PeerMessage {
-    static var messageType: String { "test.Greeting" }
-    var name: String
-}
-
-private struct GreetingReply: Codable, Sendable, PeerMessage {
-    static var messageType: String { "test.GreetingReply" }
-    var text: String
-}
-
 @Suite("The peerkit inspector in certificates mode")
 struct InspectorCertificateTests {
     @Test("peerkit identity create prints the new identity's fingerprint; a transceiver that pins it answers peerkit request --identity, and one that does not is refused with a sentence")

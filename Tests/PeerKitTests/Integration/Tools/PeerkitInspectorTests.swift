@@ -2,17 +2,6 @@ import Foundation
 import Testing
 @testable import PeerKit
 
-/// What the `peerkit request` test's responder answers.
-private struct Greeting: Codable, Sendable, PeerMessage {
-    static var messageType: String { "test.Greeting" }
-    var name: String
-}
-
-private struct GreetingReply: Codable, Sendable, PeerMessage {
-    static var messageType: String { "test.GreetingReply" }
-    var text: String
-}
-
 private struct Shout: Codable, Sendable, PeerMessage {
     static var messageType: String { "test.Shout" }
     var text: String

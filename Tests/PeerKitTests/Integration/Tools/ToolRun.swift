@@ -27,3 +27,15 @@ enum ToolRun {
         }
     }
 }
+
+/// What a responder answers to `peerkit request` in the inspector tests (plaintext and certificates).
+struct Greeting: Codable, Sendable, PeerMessage {
+    static var messageType: String { "test.Greeting" }
+    var name: String
+}
+
+/// The answer to a ``Greeting``.
+struct GreetingReply: Codable, Sendable, PeerMessage {
+    static var messageType: String { "test.GreetingReply" }
+    var text: String
+}
