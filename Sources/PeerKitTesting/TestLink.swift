@@ -6,7 +6,6 @@ import Darwin
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import Clocks
 
 /// One connection on a ``TestNetwork``: the dialler's channel and the acceptor's channel, each
 /// on one end of a Unix socket pair, with the network's relay in between:
@@ -156,7 +155,6 @@ final class TestLink: Sendable {
     /// passed on counts as in flight (``hasDueFrames``), however slow the pump's task is.
     private func pump(fromDialler: Bool) {
         let clock = network.clock
-        let network = network
         Task {
             while true {
                 guard let due = state.withLockedValue({ state -> Duration? in
@@ -167,11 +165,7 @@ final class TestLink: Sendable {
                     }
                     return first.due
                 }) else { return }
-                // A frame due already is passed on without sleeping: the clock holds a sleep
-                // until exactly "now" until it is next advanced.
-                if due > network.now {
-                    do { try await clock.sleep(until: TestClock<Duration>.Instant(offset: due)) } catch { return }
-                }
+                do { try await clock.sleep(until: NetworkClock.Instant(offset: due)) } catch { return }
                 // Written first, then taken off the queue (this task is its only taker): until
                 // the write is queued on the event loop, the frame still counts as due.
                 guard let frame = state.withLockedValue({ $0.delayed[fromDialler]?.first?.frame }) else { continue }
@@ -235,6 +229,16 @@ final class TestLink: Sendable {
         }
         for channel in channels { channel.close(promise: nil) }
         network.linkClosed(id)
+    }
+
+    /// How long until the next delayed frame is due (zero when one is due already); nil when no
+    /// frame is held.
+    var timeUntilNextFrame: Duration? {
+        let now = network.now
+        return state.withLockedValue { state in
+            guard !state.closed else { return nil }
+            return state.delayed.values.compactMap { $0.first?.due }.min().map { max(.zero, $0 - now) }
+        }
     }
 
     /// Whether a delayed frame is due and has not been passed on yet.

@@ -1,4 +1,3 @@
-import Clocks
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -9,7 +8,8 @@ import PeerKit
 /// An in-memory network for testing code built on PeerKit: real ``PeerTransceiver``s, with
 /// their real handshake, framing, dispatch and heartbeats, over connections that are pairs of
 /// Unix sockets instead of TCP, with discovery scripted by the network instead of Avahi, and one
-/// `TestClock` for every timer. No ports, no avahi-daemon, no waiting on the wall clock.
+/// manual clock (``NetworkClock``) for every timer. No ports, no avahi-daemon, no waiting on the
+/// wall clock.
 ///
 /// ```swift
 /// let network = TestNetwork()
@@ -32,8 +32,9 @@ import PeerKit
 /// Connections are plaintext: the relay reads frames to apply faults (security is tested over
 /// real sockets).
 public final class TestNetwork: Sendable {
-    /// The clock of every timer of every transceiver on this network. ``advance(by:)`` moves it.
-    public let clock: TestClock<Duration>
+    /// The clock of every timer of every transceiver on this network; ``advance(by:step:)``
+    /// moves it. Give it to the code under test for its own timers, and they move with the network.
+    public let clock: NetworkClock
     /// The event loops of the network's transceivers and relays.
     public let eventLoopGroup: any EventLoopGroup
     /// The service type transceivers get unless told otherwise.
@@ -97,7 +98,7 @@ public final class TestNetwork: Sendable {
     /// shared event loop, so that what happens on the network happens in one order) and logs to
     /// `logger` (by default errors only: pass a logger at `.debug` to see everything).
     public init(serviceType: String = "testkit", eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil) {
-        self.clock = TestClock()
+        self.clock = NetworkClock()
         self.serviceType = serviceType
         self.eventLoopGroup = eventLoopGroup ?? Self.sharedGroup
         self.logger = logger ?? {
@@ -191,9 +192,8 @@ public final class TestNetwork: Sendable {
         // problems").
         for transceiver in transceivers { transceiver.stop() }
         await settle()
-        // One move of the clock: the stopped transceivers have no heartbeats left to keep in
-        // step, and every move costs the test clock's yields.
-        await advance(by: .seconds(6), step: .seconds(6))
+        // Past every closing deadline, moving from one to the next.
+        await advance(by: .seconds(6))
         let links = state.withLockedValue { Array($0.links.values) }
         for link in links { link.closeEverything() }
         await settle()
@@ -201,28 +201,42 @@ public final class TestNetwork: Sendable {
 
     // MARK: Time
 
-    /// Advances the clock by `duration` in steps of at most `step`, letting the network settle
-    /// after each step, so that a ping sent in one step is answered before the next: what
-    /// happens is what would happen on a fast network in real time.
+    /// Advances the clock by `duration`, from one deadline to the next, letting the network
+    /// settle at each: what happens is what would happen on a fast network in real time.
     ///
-    /// The step must be shorter than the time a peer has to answer a ping (`peerTimeout -
-    /// heartbeatInterval`, 1.25 s by default) for heartbeats to work as on a fast network; the
-    /// default, 100 ms, is well under it.
+    /// The clock moves straight to the next deadline the network knows of (a timer of a
+    /// transceiver it started, a delayed frame, any other sleep on ``clock``, such as a timer of
+    /// the code under test), the network settles, and so on until `duration` has passed. A ping
+    /// sent at one deadline is therefore answered before the next deadline comes, and ten seconds
+    /// of idle heartbeats cost forty moves. Give a `step` to move at most that far at a time as
+    /// well, to look at the network more often (a `Task` of the test's own that a sleep's end
+    /// woke is not waited for: only the network is).
     ///
     /// The network settles before the clock first moves, so that whatever the test started just
     /// before (a request, a broadcast) has sent its frames and set its timers at the current
     /// time. Work the test starts in a `Task` of its own may not have begun by then: start it
     /// with `Task.immediate`, which runs it up to its first suspension before going on, or wait
     /// for a sign of it (``eventually(_:_:)``) before advancing.
-    public func advance(by duration: Duration, step: Duration = .milliseconds(100)) async {
+    public func advance(by duration: Duration, step: Duration? = nil) async {
         await settle()
         var left = duration
         while left > .zero {
-            let next = min(step, left)
-            await clock.advance(by: next)
+            var next = min(step ?? left, left)
+            if let deadline = timeUntilNextDeadline, deadline > .zero { next = min(next, deadline) }
+            clock.advance(by: next)
             await settle()
             left -= next
         }
+    }
+
+    /// How long until the next deadline the network knows of: the earliest timer of a
+    /// transceiver it started (set, whether or not its task sleeps yet), delayed frame, or other
+    /// sleep on the clock. Nil when there is none.
+    private var timeUntilNextDeadline: Duration? {
+        let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
+        let timers = transceivers.compactMap(\.timeUntilNextTimer)
+        let frames = links.compactMap(\.timeUntilNextFrame)
+        return (timers + frames + [clock.timeUntilNextWake].compactMap { $0 }).min()
     }
 
     /// Returns once the network is quiet: no bytes wait in any connection's sockets, no
@@ -236,18 +250,21 @@ public final class TestNetwork: Sendable {
         while quietRounds < 3, rounds < 2_000 {
             rounds += 1
             for _ in 0..<4 { await Task.yield() }
-            try? await eventLoopGroup.next().submit {}.get()
-            let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
-            let timersDue = transceivers.contains { $0.hasDueTimers } || links.contains { $0.hasDueFrames }
-            if timersDue {
-                // Due and not run: its task is on its way, or began to sleep just as the clock
-                // reached its deadline, which a test clock holds until it next moves. This moves
-                // it by nothing, which wakes such a sleep.
-                await clock.advance(by: .zero)
-            }
-            let busy = timersDue || links.contains { $0.hasBytesInFlight } || transceivers.contains { $0.unhandledMessageCount > 0 }
+            // Looked at on the event loop, between two of its tasks: a frame the loop is
+            // passing from one socket to the next is then in one of them, not in neither.
+            let busy = (try? await eventLoopGroup.next().submit { self.isBusy }.get()) ?? false
             quietRounds = busy ? 0 : quietRounds + 1
         }
+    }
+
+    /// Whether work is in flight: bytes in a connection's sockets, a connection half-way
+    /// through closing, a delayed frame or timer due and not yet passed on or run (its task is
+    /// on its way: the clock never holds a sleep it has reached), or a message waiting for its
+    /// handler or in it.
+    private var isBusy: Bool {
+        let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
+        return transceivers.contains { $0.hasDueTimers || $0.unhandledMessageCount > 0 }
+            || links.contains { $0.hasDueFrames || $0.hasBytesInFlight }
     }
 
     /// Waits until `condition` holds, settling the network between checks. Throws

@@ -1,5 +1,4 @@
 import NIOCore
-import Clocks
 import PeerKit
 
 /// A transceiver's way onto a ``TestNetwork``: ``PeerConfiguration/transport`` for the
@@ -67,6 +66,6 @@ extension PeerTransceiver: TestNetworkMember {
 extension TestNetwork {
     /// The clock's reading as an offset from its start.
     var now: Duration {
-        TestClock<Duration>.Instant().duration(to: clock.now)
+        clock.elapsed
     }
 }

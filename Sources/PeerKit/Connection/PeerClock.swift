@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// With the default `ContinuousClock` the timers are the event loops' own (`scheduleTask`,
 /// `scheduleRepeatedTask`) and "now" is the loop's `now`, so real time costs nothing extra: no
-/// `Task` per timer. With any other clock (a test's `TestClock`) a timer is a `Task` that sleeps
+/// `Task` per timer. With any other clock (a test's manual clock) a timer is a `Task` that sleeps
 /// on that clock until an absolute deadline and then runs its body on the event loop, and "now"
 /// is the clock's reading, so advancing the clock fires exactly the timers that are due. A
 /// deadline is fixed when the timer is made, so a timer whose task starts late (after the clock
@@ -75,6 +75,13 @@ struct PeerClock: Sendable {
     /// real clock.
     var hasDueTimers: Bool {
         !isReal && timers.hasDue(atOrBefore: offsetNow())
+    }
+
+    /// How long until the earliest timer of this (non-real) clock that has not run yet is due
+    /// (zero when one is due already); nil when there is none, and always for the real clock.
+    var timeUntilNextTimer: Duration? {
+        guard !isReal, let earliest = timers.earliestDue else { return nil }
+        return max(.zero, earliest - offsetNow())
     }
 
     /// A sleep until the clock reads `offset`, counted as a timer from now until it ends: a
@@ -183,6 +190,11 @@ final class TimerTable: Sendable {
 
     func remove(_ id: UInt64) {
         table.withLock { _ = $0.due.removeValue(forKey: id) }
+    }
+
+    /// The deadline of the earliest timer in the table.
+    var earliestDue: Duration? {
+        table.withLock { $0.due.values.min() }
     }
 
     /// Whether a timer is due at `now` (or before).

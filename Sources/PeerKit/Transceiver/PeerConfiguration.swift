@@ -135,8 +135,8 @@ public struct PeerConfiguration: Sendable {
     /// the admission timeout, the tie-break grace period and the deadlines for closing a
     /// connection. Defaults to `ContinuousClock()`, whose timers are the event loops' own.
     ///
-    /// Tests pass a clock they advance by hand (swift-clocks' `TestClock`, as `PeerKitTesting`
-    /// does), so that a peer timeout of 2.5 s takes no time at all. Avahi's own timers (its
+    /// Tests pass a clock they advance by hand (swift-clocks' `TestClock`, or the `NetworkClock`
+    /// of a `PeerKitTesting` test network), so that a peer timeout of 2.5 s takes no time at all. Avahi's own timers (its
     /// name-collision and reconnection delays) run on Avahi's poll loop and are not affected.
     public var clock: any Clock<Duration>
     /// Where connections come from when they are not TCP sockets: `PeerKitTesting`'s

@@ -15,6 +15,13 @@ extension PeerTransceiver {
         clock.hasDueTimers
     }
 
+    /// How long until the next timer of a non-real clock is due (zero when one is due and has not
+    /// run); nil when none is pending: how far a test network may move its clock in one step
+    /// without passing a deadline. Package-level: not public API.
+    package var timeUntilNextTimer: Duration? {
+        clock.timeUntilNextTimer
+    }
+
     /// Calls `observer` synchronously with every event from now on (the event stream delivers
     /// them later, from a task): for a test network's event recorder. Returns a token for
     /// ``removeEventObserver(_:)``. Package-level: not public API.

@@ -41,7 +41,7 @@ struct HeartbeatTests {
         let events = EventRecorder(alice, on: network)
         try await network.eventually("alice connected to chatty") { alice.connectedPeers.count == 1 }
 
-        await network.advance(by: .seconds(10), step: .milliseconds(250))
+        await network.advance(by: .seconds(10))
         #expect(alice.connectedPeers.map(\.name) == ["chatty"])
         #expect(!events.events.contains { if case .peerDisconnected = $0 { true } else { false } })
         await network.shutdown()
@@ -55,7 +55,7 @@ struct HeartbeatTests {
         try await network.waitUntilConnected(alice, bob)
         let events = EventRecorder(alice, on: network)
 
-        await network.advance(by: .seconds(10), step: .milliseconds(250))
+        await network.advance(by: .seconds(10))
         #expect(alice.connectedPeers.map(\.name) == ["bob"])
         #expect(bob.connectedPeers.map(\.name) == ["alice"])
         #expect(events.events.isEmpty, "nothing happened: \(events.events)")

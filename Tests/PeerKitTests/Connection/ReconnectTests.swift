@@ -18,7 +18,7 @@ struct ReconnectTests {
 
         network.kill(bob)
         try await network.eventually("alice lost bob") { alice.connectedPeers.isEmpty }
-        await network.advance(by: .seconds(20), step: .milliseconds(250))
+        await network.advance(by: .seconds(20))
 
         let redials = network.connectionAttempts(from: alice, to: bob).dropFirst(dialsBefore)
         // Redial 0.5 s after the loss, then after each failure the next delay (0.5, 1, 2, 4, ...),
@@ -43,7 +43,7 @@ struct ReconnectTests {
         let bob = try await network.startTransceiver(named: "bob")
         network.kill(bob)  // still advertised, as a crashed host's record lingers in mDNS
         let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff }
-        await network.advance(by: .seconds(20), step: .milliseconds(250))
+        await network.advance(by: .seconds(20))
 
         let dials = network.connectionAttempts(from: alice, to: bob)
         var expected: [Duration] = [.zero]
@@ -67,12 +67,12 @@ struct ReconnectTests {
         let events = EventRecorder(alice, on: network)
 
         network.partition(alice, bob)
-        await network.advance(by: .seconds(10), step: .milliseconds(250))
+        await network.advance(by: .seconds(10))
         #expect(alice.connectedPeers.isEmpty && bob.connectedPeers.isEmpty)
         #expect(network.connectionAttempts(from: alice, to: bob).count >= 3, "redialled while partitioned")
 
         network.heal(alice, bob)
-        await network.advance(by: .seconds(6), step: .milliseconds(250))
+        await network.advance(by: .seconds(6))
         try await network.waitUntilConnected(alice, bob)
         let connections = events.events.filter { if case .peerConnected = $0 { true } else { false } }
         #expect(connections.count == 1)

@@ -28,7 +28,7 @@ struct RequestTimeoutTests {
             defer { ended.withLockedValue { $0 = true } }
             return try await alice.request(Question(text: "?"), to: bob, expecting: Answer.self, timeout: .seconds(5))
         }
-        await network.advance(by: .milliseconds(4900), step: .milliseconds(700))
+        await network.advance(by: .milliseconds(4900))
         #expect(!ended.withLockedValue { $0 }, "4.9 s is under the 5 s timeout")
 
         await network.advance(by: .milliseconds(100))
@@ -105,7 +105,7 @@ struct RequestTimeoutTests {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice")
         let waiting = Task.immediate { try await alice.waitForPeer(timeout: .seconds(10)) }
-        await network.advance(by: .seconds(10), step: .seconds(1))
+        await network.advance(by: .seconds(10))
         let error = await #expect(throws: PeerKitError.self) { try await waiting.value }
         #expect(error == .noPeerFound(serviceType: "testkit", timeout: .seconds(10)))
         await network.shutdown()

@@ -1,0 +1,62 @@
+import Clocks
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import PeerKit
+
+/// `PeerConfiguration.clock` takes any `Clock<Duration>`: PeerKit's timers on swift-clocks'
+/// `TestClock`, with no test network, fire when the clock passes their deadlines and not before.
+@Suite("PeerClock on swift-clocks' TestClock")
+struct PeerClockTests {
+    let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+
+    /// Waits until no timer of `clock` is due and not yet run on the event loop.
+    private func waitForDueTimers(_ clock: PeerClock) async throws {
+        for _ in 0..<10_000 where clock.hasDueTimers {
+            await Task.yield()
+            try await eventLoop.submit {}.get()
+        }
+        #expect(!clock.hasDueTimers)
+    }
+
+    @Test("a timer fires on the event loop once the clock reaches its deadline, and not before")
+    func timerFiresAtDeadline() async throws {
+        let testClock = TestClock()
+        let clock = PeerClock(testClock)
+        let fired = NIOLockedValueBox(0)
+        _ = clock.schedule(on: eventLoop, in: .seconds(1)) { fired.withLockedValue { $0 += 1 } }
+        await testClock.advance(by: .milliseconds(999))
+        try await waitForDueTimers(clock)
+        #expect(fired.withLockedValue { $0 } == 0)
+        await testClock.advance(by: .milliseconds(1))
+        try await waitForDueTimers(clock)
+        #expect(fired.withLockedValue { $0 } == 1)
+    }
+
+    @Test("a cancelled timer never fires")
+    func cancelledTimer() async throws {
+        let testClock = TestClock()
+        let clock = PeerClock(testClock)
+        let fired = NIOLockedValueBox(0)
+        let timer = clock.schedule(on: eventLoop, in: .seconds(1)) { fired.withLockedValue { $0 += 1 } }
+        timer.cancel()
+        await testClock.advance(by: .seconds(2))
+        try await waitForDueTimers(clock)
+        #expect(fired.withLockedValue { $0 } == 0)
+    }
+
+    @Test("a repeating timer ticks once per interval passed, each with the time it was due")
+    func repeatingTicks() async throws {
+        let testClock = TestClock()
+        let clock = PeerClock(testClock)
+        let ticks = NIOLockedValueBox<[NIODeadline]>([])
+        let timer = clock.repeating(on: eventLoop, every: .milliseconds(250)) { at in ticks.withLockedValue { $0.append(at) } }
+        await testClock.advance(by: .seconds(1))
+        try await waitForDueTimers(clock)
+        timer.cancel()
+        let expected = [250, 500, 750, 1_000].map { clock.deadline(atOffset: .milliseconds($0)) }
+        #expect(ticks.withLockedValue { $0 } == expected)
+    }
+}
