@@ -279,15 +279,21 @@ public final class TestNetwork: Sendable {
         throw TestNetworkError.neverHappened(what)
     }
 
-    /// Waits until each of `transceivers` is connected to every other one.
+    /// Waits until each of `transceivers` is connected to every other one, and the network is
+    /// quiet: when two of them dialled each other at once, the tie-break has retired the
+    /// duplicate connection, so what the test sends next goes over the connection that stays.
     public func waitUntilConnected(_ transceivers: PeerTransceiver...) async throws {
         let names = transceivers.map(\.configuration.peerName)
-        try await eventually("\(names.joined(separator: ", ")) connected to each other") {
+        let connected: @Sendable () -> Bool = {
             transceivers.allSatisfy { transceiver in
                 let connected = Set(transceiver.connectedPeers.map(\.id))
                 return transceivers.allSatisfy { $0 === transceiver || connected.contains($0.peerID) }
             }
         }
+        let what = "\(names.joined(separator: ", ")) connected to each other"
+        try await eventually(what, connected)
+        await settle()
+        try await eventually(what, connected)
     }
 
     /// When `dialler` tried to connect to `target` so far, as offsets of the network's clock from
