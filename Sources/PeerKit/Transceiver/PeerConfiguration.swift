@@ -136,8 +136,9 @@ public struct PeerConfiguration: Sendable {
     /// connection. Defaults to `ContinuousClock()`, whose timers are the event loops' own.
     ///
     /// Tests pass a clock they advance by hand (swift-clocks' `TestClock`, or the `NetworkClock`
-    /// of a `PeerKitTesting` test network), so that a peer timeout of 2.5 s takes no time at all. Avahi's own timers (its
-    /// name-collision and reconnection delays) run on Avahi's poll loop and are not affected.
+    /// of a `PeerKitTesting` test network), so that a peer timeout of 2.5 s takes no time at
+    /// all. Avahi's own timers (its name-collision and reconnection delays) run on Avahi's poll
+    /// loop and are not affected.
     public var clock: any Clock<Duration>
     /// Where connections come from when they are not TCP sockets: `PeerKitTesting`'s
     /// in-memory `TestNetwork`. nil (the default) listens and dials over TCP.
