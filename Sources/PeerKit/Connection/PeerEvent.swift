@@ -1,7 +1,9 @@
 /// Something that happened to a transceiver, delivered in order through
 /// ``PeerTransceiver/events()``.
 public enum PeerEvent: Sendable, Hashable {
-    /// The transceiver listens on `port` (0 when it does not listen) and discovery was started.
+    /// The transceiver listens on `port` (0 when it does not listen). It is the first event of a
+    /// run: discovery starts right after it (and before ``PeerTransceiver/start()`` returns), so
+    /// a discovery failure, such as avahi-daemon being out of reach, always comes after it.
     case started(port: Int)
     /// A peer became available (discovered, or connected to us without being discovered).
     case peerAdded(Peer)

@@ -226,6 +226,7 @@ public final class PeerTransceiver: Service, Sendable {
             }
             logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
             hub.publish(.started(port: port ?? 0))
+            session.startDiscovery()
             onStart(nil)
         }
     }

@@ -17,6 +17,14 @@ final class TransceiverSession: ConnectionManagerDelegate {
     private let configuration: PeerConfiguration
     private let peerID: String
     private let state = NIOLockedValueBox(State())
+    /// Whether discovery has started, or may no longer start: its own lock, held while the
+    /// backend starts or stops, so that a ``stop()`` racing ``startDiscovery()`` never leaves a
+    /// backend running. (Not `state`'s lock: a backend may report its first event from `start`.)
+    private let discoveryPhase = NIOLockedValueBox(DiscoveryPhase.notStarted)
+
+    private enum DiscoveryPhase {
+        case notStarted, started, stopped
+    }
 
     private struct State {
         var port: Int?
@@ -130,28 +138,39 @@ final class TransceiverSession: ConnectionManagerDelegate {
         }
     }
 
-    /// Listens, then starts discovery. Returns the port (nil when not listening).
+    /// Listens. Returns the port (nil when not listening). Discovery starts afterwards, in
+    /// ``startDiscovery()``, once the transceiver has said it started.
     private func start() async throws -> Int? {
         manager.setDelegate(self, messages: dispatcher, resources: resources)
         let port = try await manager.start()
         state.withLockedValue { $0.port = port }
-        if let discovery {
-            var txt = configuration.discoveryInfo
-            txt["peerid"] = peerID
-            txt["proto"] = String(Hello.currentProtocol)
-            txt.merge(manager.configuration.security.txtRecord) { _, security in security }
-            let request = DiscoveryRequest(
-                serviceType: configuration.serviceType,
-                peerID: peerID,
-                peerName: configuration.peerName,
-                port: configuration.advertises ? port : nil,
-                txtRecord: txt
-            )
+        return port
+    }
+
+    /// Starts advertising and browsing. Called once the transceiver has published
+    /// ``PeerEvent/started(port:)``, so that no discovery event (a failure to reach avahi-daemon
+    /// comes at once) reaches the event stream before it. Does nothing after ``stop()``.
+    func startDiscovery() {
+        guard let discovery else { return }
+        let port = state.withLockedValue { $0.port }
+        var txt = configuration.discoveryInfo
+        txt["peerid"] = peerID
+        txt["proto"] = String(Hello.currentProtocol)
+        txt.merge(manager.configuration.security.txtRecord) { _, security in security }
+        let request = DiscoveryRequest(
+            serviceType: configuration.serviceType,
+            peerID: peerID,
+            peerName: configuration.peerName,
+            port: configuration.advertises ? port : nil,
+            txtRecord: txt
+        )
+        discoveryPhase.withLockedValue { phase in
+            guard case .notStarted = phase else { return }
+            phase = .started
             discovery.start(request) { [weak self] event in
                 self?.discoveryEvent(event)
             }
         }
-        return port
     }
 
     /// Stops discovery, says bye to every peer, and ends the dispatcher after what it has queued;
@@ -165,7 +184,10 @@ final class TransceiverSession: ConnectionManagerDelegate {
             return !state.stopCalled
         }
         guard first else { return state.withLockedValue { $0.closing } ?? [] }
-        discovery?.stop()
+        discoveryPhase.withLockedValue { phase in
+            if case .started = phase { discovery?.stop() }
+            phase = .stopped
+        }
         resources.stop()
         let closed = manager.stop()
         manager.setDelegate(nil, messages: nil)
