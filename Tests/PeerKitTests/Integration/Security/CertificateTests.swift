@@ -91,7 +91,13 @@ struct CertificateTests {
         let serviceType = randomServiceType()
         let server = try PeerIdentity.generate(name: "server")
         let a = try PeerIdentity.generate(name: "a"), b = try PeerIdentity.generate(name: "b")
-        let transceiver = PeerTransceiver(configuration: certificateConfiguration(serviceType: serviceType, name: "server", identity: server, trust: try .pinned([a.fingerprint, b.fingerprint])))
+        var configuration = certificateConfiguration(serviceType: serviceType, name: "server", identity: server, trust: try .pinned([a.fingerprint, b.fingerprint]))
+        // The raw peers answer no pings, and their steps run on the test's task: on a loaded
+        // machine that task can wait seconds for a thread, which the heartbeat or the handshake
+        // timeout must not take for a dead peer.
+        configuration.peerTimeout = .seconds(60)
+        configuration.handshakeTimeout = .seconds(60)
+        let transceiver = PeerTransceiver(configuration: configuration)
         let log = EventLog(transceiver)
         let delivered = Inbox<String>()
         let dispatched = NIOLockedValueBox<[String]>([])
