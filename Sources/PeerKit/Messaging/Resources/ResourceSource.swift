@@ -54,8 +54,32 @@ public struct ResourceSource: Sendable {
         })
     }
 
-    /// `bytes`, already in memory (`[UInt8]`, `Data`, ...): copied once into a buffer, then sent
-    /// in slices of it.
+    /// `bytes`, already in memory and indexable (`Data`, `[UInt8]`, ...): each chunk is copied
+    /// out of it as it is sent, so sending holds no second copy of the whole.
+    public static func bytes<C: RandomAccessCollection<UInt8> & Sendable>(_ bytes: C) -> ResourceSource {
+        ResourceSource(size: { Int64(bytes.count) }, produce: { chunkLength, consume in
+            var start = bytes.startIndex
+            while start != bytes.endIndex {
+                let end = bytes.index(start, offsetBy: chunkLength, limitedBy: bytes.endIndex) ?? bytes.endIndex
+                let slice = bytes[start..<end]
+                try await consume(slice.withContiguousStorageIfAvailable { ByteBuffer(bytes: $0) } ?? ByteBuffer(bytes: slice))
+                start = end
+            }
+        })
+    }
+
+    /// `buffer`, sent in slices of it (no copy).
+    public static func bytes(_ buffer: ByteBuffer) -> ResourceSource {
+        ResourceSource(size: { Int64(buffer.readableBytes) }, produce: { chunkLength, consume in
+            var rest = buffer
+            while rest.readableBytes > 0, let piece = rest.readSlice(length: min(chunkLength, rest.readableBytes)) {
+                try await consume(piece)
+            }
+        })
+    }
+
+    /// `bytes`, any other sequence already in memory: copied once into a buffer, then sent in
+    /// slices of it.
     public static func bytes(_ bytes: some Sequence<UInt8> & Sendable) -> ResourceSource {
         let buffer = ByteBuffer(bytes: bytes)
         return ResourceSource(size: { Int64(buffer.readableBytes) }, produce: { chunkLength, consume in
