@@ -1,0 +1,65 @@
+import Foundation
+@testable import ListrKit
+import Testing
+
+@Suite("Listr's fast property list writer writes what PropertyListEncoder writes")
+struct ItemPropertyListWriterTests {
+    private struct Entry: Codable { var id: String; var title: String; var done: Bool }
+
+    private func foundation(_ items: [Item]) throws -> Data {
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .xml
+        return try encoder.encode(items.map { Entry(id: $0.id.uuidString, title: $0.title, done: $0.done) })
+    }
+
+    private func items(_ titles: [String]) -> [Item] {
+        titles.enumerated().map { Item(title: $0.element, done: $0.offset % 3 == 0) }
+    }
+
+    @Test("byte for byte the same", arguments: [
+        [], ["Milk"], [""], ["Bread & <butter>", "\"quoted\" and 'single'", "tab\there", "  spaces  ", "é, 日本語, 🥛, \u{200B}"],
+        ["a > b", "&amp; literally", "line\nbreak", "]]>", "<![CDATA[x]]>", "&#38;", "\u{7F} delete", "\u{FEFF}bom"],
+        (1...300).map { "item \($0)" },
+    ])
+    func sameBytes(_ titles: [String]) throws {
+        let items = items(titles)
+        let written = try #require(ItemPropertyListWriter.data(for: items))
+        #expect(String(decoding: written, as: UTF8.self) == String(decoding: try foundation(items), as: UTF8.self))
+    }
+
+    @Test("UUIDs are spelled as uuidString spells them")
+    func uuids() throws {
+        let ids = [UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+                   UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))]
+            + (0..<100).map { _ in UUID() }
+        let items = ids.map { Item(id: $0, title: "t") }
+        #expect(ItemPropertyListWriter.data(for: items) == (try foundation(items)))
+    }
+
+    @Test("random titles from a mix of escaped, multi-byte and plain characters come out the same")
+    func randomTitles() throws {
+        let alphabet = Array("ab <>&;\"'\t\n#x1é日🥛\u{200B}]")
+        var generator = SystemRandomNumberGenerator()
+        let titles = (0..<500).map { _ in
+            String((0..<Int.random(in: 0...40, using: &generator)).map { _ in alphabet.randomElement(using: &generator) ?? "a" })
+        }
+        let items = items(titles)
+        #expect(ItemPropertyListWriter.data(for: items) == (try foundation(items)))
+    }
+
+    @Test("a title with a control character is left to Foundation, and encode still writes it", arguments: ["\r", "a\u{1}b", "\u{0}", "bell\u{7}"])
+    func controlCharacters(_ title: String) throws {
+        let items = items([title])
+        #expect(ItemPropertyListWriter.data(for: items) == nil)
+        #expect(try ItemPropertyList.encode(items) == (try foundation(items)))
+    }
+
+    @Test("what it writes reads back through the fast reader and through Foundation")
+    func roundTrip() throws {
+        let items = items(["Milk", "Bread & <butter>", "line\nbreak", "🥛"])
+        let data = try #require(ItemPropertyListWriter.data(for: items))
+        #expect(ItemPropertyListScanner.entries(in: data)?.map(\.title) == items.map(\.title))
+        #expect(try ItemPropertyList.decode(data, checkingRules: false) == items)
+        #expect(try PropertyListDecoder().decode([Entry].self, from: data).map(\.title) == items.map(\.title))
+    }
+}
