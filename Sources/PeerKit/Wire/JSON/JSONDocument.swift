@@ -21,6 +21,12 @@ final class JSONDocument {
     /// A count of the elementary steps taken (bytes walked, keys compared or hashed), for tests
     /// that assert decoding is linear in the payload's size without measuring time.
     private(set) var work = 0
+    /// Where each long string ends (just past its closing quote), by where it starts: found when a
+    /// container skips over it, so decoding it later does not scan it again.
+    private var longStringEnds: [Int: Int] = [:]
+
+    /// Strings at least this long (quotes included) have their end remembered.
+    static let rememberedStringLength = 256
 
     init(reader: JSONReader) {
         self.reader = reader
@@ -50,11 +56,33 @@ final class JSONDocument {
                 try indexContainers()
             }
             return end
+        case UInt8(ascii: "\""):
+            let end = try stringEnd(at: start)
+            work &+= end - start
+            return end
         default:
             let end = try reader.skipValue(at: start)
             work &+= end - start
             return end
         }
+    }
+
+    /// The offset just past the string whose opening quote is at `start` (see
+    /// ``JSONReader/stringEnd(at:)``), remembered for long strings.
+    func stringEnd(at start: Int) throws(JSONSyntaxError) -> Int {
+        if !longStringEnds.isEmpty, let end = longStringEnds[start] { return end }
+        let end = try reader.stringEnd(at: start)
+        if end - start >= Self.rememberedStringLength { longStringEnds[start] = end }
+        return end
+    }
+
+    /// Decodes the string whose opening quote is at `start`; a long string skipped before is
+    /// not scanned again (see ``JSONReader/string(at:end:)``).
+    func string(at start: Int) throws(JSONSyntaxError) -> String {
+        if !longStringEnds.isEmpty, let end = longStringEnds[start] {
+            return try reader.string(at: start, end: end)
+        }
+        return try reader.string(at: start)
     }
 
     /// One pass over the payload recording where each container ends.

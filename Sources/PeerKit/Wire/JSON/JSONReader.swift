@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A JSON syntax problem: `reason` is a sentence fragment such as
 /// "unexpected ']' at offset 12 where a JSON value was expected".
 struct JSONSyntaxError: Error, Hashable {
@@ -169,7 +177,13 @@ struct JSONReader {
     /// Decodes the string whose opening quote is at `index`, resolving escapes and checking UTF-8.
     func string(at index: Int) throws(JSONSyntaxError) -> String {
         let start = index + 1
-        let end = JSONStringScan.firstSpecialByte(in: bytes, from: start, to: bytes.count)
+        // One pass over the plain ASCII text: a string that is nothing else (the common case, and
+        // every Base64 string) is made from its bytes at once, with no second look at them.
+        let stop = JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: start, to: bytes.count)
+        if byte(at: stop) == UInt8(ascii: "\"") {
+            return UTF8Text.string(ascii: UnsafeRawBufferPointer(rebasing: bytes[start..<stop]))
+        }
+        let end = JSONStringScan.firstSpecialByte(in: bytes, from: stop, to: bytes.count)
         if byte(at: end) == UInt8(ascii: "\"") {
             guard let string = UTF8Text.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
                 throw JSONSyntaxError(reason: "a string is not valid UTF-8")
@@ -195,6 +209,23 @@ struct JSONReader {
             }
         }
         throw JSONSyntaxError(reason: "a string is not terminated")
+    }
+
+    /// Decodes the string whose opening quote is at `start` and which ends just before `end`, as
+    /// found by ``stringEnd(at:)``, which checked its escapes and its UTF-8. Without escapes, the
+    /// text between the quotes is the string, and it is made without scanning it again for them
+    /// (`memchr` looks for a backslash many bytes at a time) and without a second UTF-8 check of
+    /// our own (`String(decoding:as:)` has its own, fast for ASCII, and could only repair, never trap).
+    func string(at start: Int, end: Int) throws(JSONSyntaxError) -> String {
+        let text = UnsafeRawBufferPointer(rebasing: bytes[(start + 1)..<(end - 1)])
+        guard !Self.containsBackslash(text) else { return try string(at: start) }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Whether `text` holds a backslash, looking many bytes at a time.
+    static func containsBackslash(_ text: UnsafeRawBufferPointer) -> Bool {
+        guard let base = text.baseAddress else { return false }
+        return memchr(base, Int32(UInt8(ascii: "\\")), text.count) != nil
     }
 
     /// Whether the member name whose quote is at `keyStart` (ending at `keyEnd`, past its closing

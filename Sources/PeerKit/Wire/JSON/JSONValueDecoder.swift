@@ -65,9 +65,9 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             // Decode the Base64 bytes between the quotes directly, unless an encoder escaped
             // them (JSONEncoder writes '/' as "\/" by default).
             guard reader.byte(at: offset) == UInt8(ascii: "\"") else { throw mismatch(Data.self) }
-            let end = try syntax { () throws(JSONSyntaxError) in try reader.stringEnd(at: offset) }
+            let end = try syntax { () throws(JSONSyntaxError) in try document.stringEnd(at: offset) }
             let raw = UnsafeRawBufferPointer(rebasing: reader.bytes[(offset + 1)..<(end - 1)])
-            let encoded = raw.contains(UInt8(ascii: "\\")) ? Data(try decode(String.self).utf8) : Data(raw)
+            let encoded = JSONReader.containsBackslash(raw) ? Data(try decode(String.self).utf8) : Data(raw)
             guard let data = Data(base64Encoded: encoded) else { throw corrupted("Encountered Data is not valid Base64.") }
             if let value = data as? T { return value }
         case is Date.Type:
@@ -100,7 +100,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
 
     func decode(_ type: String.Type) throws -> String {
         guard reader.byte(at: offset) == UInt8(ascii: "\"") else { throw mismatch(String.self) }
-        return try syntax { () throws(JSONSyntaxError) in try reader.string(at: offset) }
+        return try syntax { () throws(JSONSyntaxError) in try document.string(at: offset) }
     }
 
     func decode(_ type: Double.Type) throws -> Double { try floatingPoint(Double.self) }
