@@ -39,7 +39,7 @@ RATIOS += [(f"pk.sec.{mode}.{what}", [("plaintext", f"pk.sec.none.{what}")])
            for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
 RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "plaintext"]
 
-# Issue 6's targets: (key, description, check on the figures → (met, where it stands)).
+# The issues' targets: (key, description, check on the figures → (met, where it stands)).
 TARGETS = [
     ("pk.tput.100", "≥ 0.5× pyzmq PUSH/PULL bytes",
      lambda f: ratio_target(f, "pk.tput.100", "zmq.tput.100.bytes", lambda r: r >= 0.5)),
@@ -55,6 +55,15 @@ TARGETS = [
     ("listr.store.replace.200k", "< 2 s", lambda f: absolute_target(f, "listr.store.replace.200k", lambda v: v < 2000)),
     ("listr.store.dump.200k", "< 2 s", lambda f: absolute_target(f, "listr.store.dump.200k", lambda v: v < 2000)),
     ("listr.watch", "≤ 50 ms", lambda f: absolute_target(f, "listr.watch", lambda v: v <= 50)),
+    # Issue 14: messages against ZeroMQ in the same run, and the command-line tool.
+    ("pk.tput.100.send", "≥ 0.5× pyzmq PUSH/PULL bytes",
+     lambda f: ratio_target(f, "pk.tput.100.send", "zmq.tput.100.bytes", lambda r: r >= 0.5)),
+    ("pk.tput.64k", "≥ 0.6× pyzmq PUSH/PULL",
+     lambda f: ratio_target(f, "pk.tput.64k", "zmq.tput.64k", lambda r: r >= 0.6)),
+    ("pk.tput.4m", "≥ 0.6× pyzmq PUSH/PULL",
+     lambda f: ratio_target(f, "pk.tput.4m", "zmq.tput.4m", lambda r: r >= 0.6)),
+    ("pk.rtt.pinned.p50", "≤ 1.0× pyzmq REQ/REP (one core)",
+     lambda f: ratio_target(f, "pk.rtt.pinned.p50", "zmq.rtt.bytes.pinned.p50", lambda r: r <= 1.0)),
     # Issue 14: idle meshes.
     ("pk.mesh.64.cpu", "≤ 5 % of one core", lambda f: absolute_target(f, "pk.mesh.64.cpu", lambda v: v <= 5)),
     ("pk.mesh.64.segments", "≤ 1 segment/s per connection", lambda f: absolute_target(f, "pk.mesh.64.segments", lambda v: v <= 1)),
@@ -69,6 +78,8 @@ TARGETS = [
 
 TARGET_TITLES = {
     "pk.tput.100": "PeerKit 100 B one-way, broadcast", "pk.rtt.pinned.p50": "PeerKit request/reply p50, pinned",
+    "pk.tput.100.send": "PeerKit 100 B one-way, send(_:to:)", "pk.tput.64k": "PeerKit 64 KiB one-way",
+    "pk.tput.4m": "PeerKit 4 MiB one-way",
     "listr.cli": "listrctl item list", "pk.discovery.pair": "fresh pair, resume() → connected",
     "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",
     "listr.store.add.200k": "item add, 200,000-item store", "listr.store.replace.200k": "store replace, 200,000 items",
@@ -139,7 +150,7 @@ def markdown(figures, ratios, machine, runs):
     for key, figure in figures.items():
         if key.startswith(("raw.", "zmq.", "json.")):
             lines.append(f"| {figure['title']} | {format_figure(figure)} |")
-    lines += ["", "| Target (issues 6 and 13) | goal | now | met |", "|---|---|---:|:-:|"]
+    lines += ["", "| Target (issues 6, 13, 14 and 15) | goal | now | met |", "|---|---|---:|:-:|"]
     for key, goal, check in TARGETS:
         met, now = check(figures)
         title = figures.get(key, {}).get("title", TARGET_TITLES.get(key, key))

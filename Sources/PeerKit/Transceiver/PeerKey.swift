@@ -89,7 +89,7 @@ public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
         }
         do {
             try self.init(fileContents: data)
-        } catch let error as PeerKitError where error.code == .invalidKey {
+        } catch where error.code == .invalidKey {
             guard let reason = error.reason else { throw error }
             throw PeerKitError.invalidKey(reason: "\(reason) (in \(path))")
         }

@@ -69,7 +69,7 @@ final class CertificateVerifier: Sendable {
         let result = promise.futureResult.eventLoop.makePromise(of: Verdict.self)
         result.completeWithTask {
             var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
-                RFC5280Policy(validationTime: Date())
+                RFC5280Policy()
             }
             switch await verifier.validate(leaf: leaf, intermediates: CertificateStore(chain.dropFirst())) {
             case .validCertificate:
