@@ -8,10 +8,40 @@ struct EncodedMessage: Sendable {
     var type: String
     /// The payload's JSON text.
     var payload: ByteBuffer
+    /// The frame with no `id`, `replyTo` or `group` (what `broadcast` and `send(_:to:)` send), when
+    /// the payload was encoded straight into it; `payload` is then a slice of it, and sending it
+    /// copies nothing.
+    private var plainFrame: ByteBuffer?
+
+    /// A message whose payload JSON is already written.
+    init(type: String, payload: ByteBuffer) {
+        self.type = type
+        self.payload = payload
+        self.plainFrame = nil
+    }
+
+    /// Encodes `value` (with ``PayloadEncoder``) straight into the frame that `frame()` returns.
+    init<T: Encodable>(type: String, encoding value: T, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+        var frame = allocator.buffer(capacity: 128)
+        let lengthIndex = EnvelopeEncoder.writeHead(type: type, id: nil, replyTo: nil, into: &frame)
+        let payloadStart = frame.writerIndex
+        frame = try PayloadEncoder.encode(value, appendingTo: consume frame)
+        let payloadEnd = frame.writerIndex
+        EnvelopeEncoder.writeTail(lengthIndex: lengthIndex, into: &frame)
+        // The payload is a view of the finished frame's bytes: moving a copy's indices shares the
+        // storage, and neither is written again, so neither is ever copied.
+        var payload = frame
+        payload.moveWriterIndex(to: payloadEnd)
+        payload.moveReaderIndex(to: payloadStart)
+        self.type = type
+        self.payload = payload
+        self.plainFrame = frame
+    }
 
     /// The frame carrying this message; `group` names the group it is sent to (feature `groups`).
     func frame(id: String? = nil, replyTo: String? = nil, group: String? = nil) -> ByteBuffer {
-        EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, group: group, payload: payload.readableBytesView)
+        if id == nil, replyTo == nil, group == nil, let plainFrame { return plainFrame }
+        return EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, group: group, payload: payload.readableBytesView)
     }
 }
 
@@ -24,7 +54,7 @@ enum MessageCodec {
             throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
         do {
-            return EncodedMessage(type: type, payload: try PayloadEncoder.encode(value))
+            return try EncodedMessage(type: type, encoding: value)
         } catch {
             throw PeerKitError.encodingFailed(type: type, reason: "\(error)")
         }
@@ -42,8 +72,19 @@ enum MessageCodec {
     ///
     /// - Parameter syntaxChecked: true for payloads out of ``EnvelopeParser``, which checked them.
     static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false) throws -> T {
+        try withDecodingErrors(T.self) { try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked) }
+    }
+
+    /// Decodes the payload of `envelope`, out of ``EnvelopeParser``, as `T`, with what the
+    /// envelope scan learnt about it (its syntax is checked; where its long strings end).
+    static func decode<T: Decodable>(_ type: T.Type, from envelope: Envelope) throws -> T {
+        try withDecodingErrors(T.self) { try envelope.decodePayload(T.self) }
+    }
+
+    /// The result of `decode`, with its errors as ``PeerKitError/payloadDecodingFailed(type:reason:)``.
+    private static func withDecodingErrors<T>(_ type: T.Type, _ decode: () throws -> T) throws -> T {
         do {
-            return try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked)
+            return try decode()
         } catch let error as DecodingError {
             throw PeerKitError.payloadDecodingFailed(type: peerMessageType(of: T.self), reason: describe(error))
         } catch {

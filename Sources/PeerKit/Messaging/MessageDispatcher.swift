@@ -165,7 +165,7 @@ final class MessageDispatcher: InboundMessageSink {
             return
         }
         do {
-            let reply = try await handler.handle(envelope.payload, message.sender)
+            let reply = try await handler.handle(envelope, message.sender)
             if let reply, let id = envelope.id {
                 metrics.usedType(reply.type).sent(payloadBytes: reply.payload.readableBytes)
                 message.connection.send(reply.frame(replyTo: id))

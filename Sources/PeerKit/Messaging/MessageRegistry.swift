@@ -6,7 +6,7 @@ final class MessageRegistry: Sendable {
     /// A type-erased handler: decodes the payload, runs the user's closure, and returns the
     /// reply to send when the closure produces one.
     struct Handler: Sendable {
-        let handle: @Sendable (_ payload: ByteBuffer, _ sender: Peer) async throws -> EncodedMessage?
+        let handle: @Sendable (_ envelope: Envelope, _ sender: Peer) async throws -> EncodedMessage?
     }
 
     /// What handles a wire key that has no handler of its own: the key, the payload, the sender.
@@ -34,8 +34,8 @@ final class MessageRegistry: Sendable {
     func handler(for type: String) -> Handler? {
         if let handler = handlers.withLockedValue({ $0[type] }) { return handler }
         guard let fallback = fallback.withLockedValue({ $0 }) else { return nil }
-        return Handler { payload, sender in
-            await fallback(type, payload, sender)
+        return Handler { envelope, sender in
+            await fallback(type, envelope.payload, sender)
             return nil
         }
     }

@@ -96,7 +96,7 @@ extension PeerTransceiver {
                         guard reply.type == expectedType else {
                             throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
                         }
-                        return GroupReply(peer: peer, result: .success(try MessageCodec.decode(R.self, from: reply.payload, syntaxChecked: true)))
+                        return GroupReply(peer: peer, result: .success(try MessageCodec.decode(R.self, from: reply)))
                     } catch let error as PeerKitError {
                         return GroupReply(peer: peer, result: .failure(error))
                     }

@@ -25,7 +25,7 @@ extension PeerTransceiver {
         guard reply.type == expectedType else {
             throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
         }
-        return try MessageCodec.decode(R.self, from: reply.payload, syntaxChecked: true)
+        return try MessageCodec.decode(R.self, from: reply)
     }
 
     /// Sends `message` to `peer` as a request and waits for the envelope that answers it: the
@@ -73,7 +73,7 @@ extension PeerTransceiver {
         }
         metrics.requestDuration.recordNanoseconds((ContinuousClock.now - started).timeAmount.nanoseconds)
         if reply.type == EnvelopeType.error {
-            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply.payload, syntaxChecked: true).reason) ?? "no reason given"
+            let reason = (try? MessageCodec.decode(ErrorPayload.self, from: reply).reason) ?? "no reason given"
             throw PeerKitError.remoteError(reason: reason, peer: peer.name)
         }
         return reply

@@ -17,13 +17,17 @@ struct Envelope: Sendable, Equatable {
     var group: String?
     /// The JSON text of the payload value.
     var payload: ByteBuffer
+    /// Where the payload's long strings end, as ``EnvelopeParser`` found them while checking the
+    /// frame (offsets into `payload`'s readable bytes), so decoding them does not scan them again.
+    var payloadStringEnds: [Int: Int]
 
-    init(type: String, id: String? = nil, replyTo: String? = nil, group: String? = nil, payload: ByteBuffer) {
+    init(type: String, id: String? = nil, replyTo: String? = nil, group: String? = nil, payload: ByteBuffer, payloadStringEnds: [Int: Int] = [:]) {
         self.type = type
         self.id = id
         self.replyTo = replyTo
         self.group = group
         self.payload = payload
+        self.payloadStringEnds = payloadStringEnds
     }
 
     /// Whether the type is reserved for the protocol itself.
@@ -33,7 +37,7 @@ struct Envelope: Sendable, Equatable {
     /// again unless `syntaxChecked` (true for envelopes out of ``EnvelopeParser``, which checks
     /// every payload).
     func decodePayload<T: Decodable>(_ type: T.Type, syntaxChecked: Bool = true) throws -> T {
-        try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked)
+        try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked, longStringEnds: payloadStringEnds)
     }
 }
 

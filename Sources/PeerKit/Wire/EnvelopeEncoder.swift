@@ -24,9 +24,16 @@ enum EnvelopeEncoder {
 
     /// Appends the frame to `buffer`.
     static func writeFrame(type: String, id: String?, replyTo: String?, group: String? = nil, payload: some Collection<UInt8>, into buffer: inout ByteBuffer) {
+        let lengthIndex = writeHead(type: type, id: id, replyTo: replyTo, group: group, into: &buffer)
+        buffer.writeBytes(payload)
+        writeTail(lengthIndex: lengthIndex, into: &buffer)
+    }
+
+    /// Appends the length field and the envelope up to its payload (`…,"payload":`), for a payload
+    /// written straight after it; returns where the length field is, for ``writeTail(lengthIndex:into:)``.
+    static func writeHead(type: String, id: String?, replyTo: String?, group: String? = nil, into buffer: inout ByteBuffer) -> Int {
         let lengthIndex = buffer.writerIndex
         buffer.writeInteger(UInt32(0))
-        let bodyStart = buffer.writerIndex
         buffer.writeStaticString("{\"type\":")
         JSONStringWriter.write(type, into: &buffer)
         if let id {
@@ -42,8 +49,13 @@ enum EnvelopeEncoder {
             JSONStringWriter.write(group, into: &buffer)
         }
         buffer.writeStaticString(",\"payload\":")
-        buffer.writeBytes(payload)
+        return lengthIndex
+    }
+
+    /// Closes the envelope after its payload and fills in the length field written by
+    /// ``writeHead(type:id:replyTo:group:into:)`` at `lengthIndex`.
+    static func writeTail(lengthIndex: Int, into buffer: inout ByteBuffer) {
         buffer.writeStaticString("}")
-        buffer.setInteger(UInt32(buffer.writerIndex - bodyStart), at: lengthIndex)
+        buffer.setInteger(UInt32(buffer.writerIndex - lengthIndex - 4), at: lengthIndex)
     }
 }

@@ -20,8 +20,8 @@ struct MessageDispatcherTests {
         let registry = MessageRegistry()
         let handled = NIOLockedValueBox<[String]>([])
         for type in ["Flood", "Request"] {
-            registry.register(type, .init { payload, sender in
-                handled.withLockedValue { $0.append("\(sender.name):\(String(buffer: payload))") }
+            registry.register(type, .init { envelope, sender in
+                handled.withLockedValue { $0.append("\(sender.name):\(String(buffer: envelope.payload))") }
                 return nil
             })
         }

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
@@ -46,6 +47,47 @@ struct EnvelopeEncoderTests {
         #expect(String(buffer: message.payload).contains(#""a/b""#))
         #expect(try MessageCodec.decode(Ping.self, from: message.payload) == Ping(text: "a/b", n: 2))
         #expect(try MessageCodec.encode(Named()).type == "com.example.Named")
+    }
+
+    @Test("a message encoded straight into its frame is the frame EnvelopeEncoder writes around its payload", arguments: [0, 100, 70_000])
+    func encodedIntoItsFrame(length: Int) throws {
+        struct Note: Codable, Equatable { var text: String; var tags: [String] }
+        let note = Note(text: String(repeating: "é\"x", count: length / 4), tags: ["a", String(repeating: "b", count: length)])
+        let message = try MessageCodec.encode(note)
+        let payload = try PayloadEncoder.encode(note)
+        #expect(message.payload == payload)
+        #expect(message.frame() == EnvelopeEncoder.frame(type: "Note", payload: payload.readableBytesView))
+        // With an id, a replyTo or a group the frame is written anew around the same payload.
+        #expect(message.frame(id: "r1") == EnvelopeEncoder.frame(type: "Note", id: "r1", payload: payload.readableBytesView))
+        #expect(message.frame(replyTo: "r2", group: "g") == EnvelopeEncoder.frame(type: "Note", replyTo: "r2", group: "g", payload: payload.readableBytesView))
+        var frame = message.frame()
+        _ = frame.readInteger(as: UInt32.self)
+        #expect(try EnvelopeParser.parse(frame).decodePayload(Note.self) == note)
+    }
+
+    @Test("a value the streaming encoder gives up on is framed from JSONEncoder's output, with nothing of the first attempt left")
+    func encodedIntoItsFrameAfterFallback() throws {
+        class Base: Codable { var base = 1 }
+        final class Derived: Base {
+            var extra = 2
+            enum Keys: String, CodingKey { case extra }
+            override func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: Keys.self)
+                try container.encode(extra, forKey: .extra)
+                try super.encode(to: container.superEncoder())
+            }
+        }
+        let message = try MessageCodec.encode(Derived())
+        var frame = message.frame()
+        #expect(frame.readInteger(as: UInt32.self).map(Int.init) == frame.readableBytes)
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(frame.readableBytesView)) as? [String: Any])
+        #expect(body["type"] as? String == "Derived")
+        let payload = try #require(body["payload"] as? [String: Any])
+        #expect(payload["extra"] as? Int == 2)
+        #expect((payload["super"] as? [String: Any])?["base"] as? Int == 1)
+        // The payload is the frame's payload value, not the streaming attempt's leftovers.
+        let alone = try #require(try JSONSerialization.jsonObject(with: Data(message.payload.readableBytesView)) as? NSDictionary)
+        #expect(alone == payload as NSDictionary)
     }
 
     @Test("wire keys in the reserved peerkit. namespace cannot be sent")

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
@@ -24,6 +25,27 @@ struct EnvelopeParserTests {
         #expect(envelope.id == "7")
         #expect(envelope.replyTo == "3")
         #expect(String(buffer: envelope.payload) == #"{"title":"Milk","tags":[1,2.5e3,true,null]}"#)
+    }
+
+    @Test("the payload's long strings, and only they, are handed on with offsets into the payload, and decode as JSONDecoder decodes them")
+    func longStringEndsHandedOn() throws {
+        struct Doc: Codable, Equatable { var a: String; var b: String; var c: [String]; var d: Data }
+        let long = String(repeating: "x", count: 300), escaped = String(repeating: "\\n\\u00e9", count: 60)
+        let json = #"{"type":"Doc","id":"\#(long)","payload":{"a":"\#(long)","b":"short","c":["\#(escaped)","é\#(long)"],"d":"\#(Data(repeating: 7, count: 300).base64EncodedString())"},"z":"\#(long)"}"#
+        let envelope = try parse(json)
+        let payload = Array(envelope.payload.readableBytesView)
+        let ends = envelope.payloadStringEnds
+        // a, both strings of c, and d are long; b, the id and z are not in the payload or not long.
+        #expect(ends.count == 4)
+        for (start, end) in ends {
+            #expect(payload[start] == UInt8(ascii: "\""))
+            #expect(payload[end - 1] == UInt8(ascii: "\""))
+            #expect(end - start >= LongStringEnds.minimumLength)
+            #expect(try payload.withUnsafeBytes { try JSONReader(bytes: $0).stringEnd(at: start) } == end)
+        }
+        let expected = try JSONDecoder().decode(Doc.self, from: Data(payload))
+        #expect(try envelope.decodePayload(Doc.self) == expected)
+        #expect(try MessageCodec.decode(Doc.self, from: envelope) == expected)
     }
 
     @Test("keys may come in any order, with whitespace, and unknown keys are ignored")

@@ -242,7 +242,7 @@ final class ResourceTransfers: ResourceFrameSink {
     }
 
     private func decode<T: Decodable>(_ type: T.Type, _ envelope: Envelope) throws -> T {
-        try PayloadDecoder.decode(T.self, from: envelope.payload, syntaxChecked: true)
+        try envelope.decodePayload(T.self)
     }
 
     private func violation(_ reason: String, on connection: PeerConnection) {

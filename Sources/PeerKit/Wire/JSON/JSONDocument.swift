@@ -21,15 +21,16 @@ final class JSONDocument {
     /// A count of the elementary steps taken (bytes walked, keys compared or hashed), for tests
     /// that assert decoding is linear in the payload's size without measuring time.
     private(set) var work = 0
-    /// Where each long string ends (just past its closing quote), by where it starts: found when a
-    /// container skips over it, so decoding it later does not scan it again.
-    private var longStringEnds: [Int: Int] = [:]
+    /// Where each long string ends (just past its closing quote), by where it starts: handed over
+    /// by the envelope scan, or found when a container skips over it, so decoding it later does
+    /// not scan it again.
+    private var longStringEnds: [Int: Int]
 
-    /// Strings at least this long (quotes included) have their end remembered.
-    static let rememberedStringLength = 256
-
-    init(reader: JSONReader) {
+    /// - Parameter longStringEnds: where long strings of these bytes end, as recorded by a
+    ///   ``LongStringEnds`` of an earlier scan, with offsets into `reader`'s bytes.
+    init(reader: JSONReader, longStringEnds: [Int: Int] = [:]) {
         self.reader = reader
+        self.longStringEnds = longStringEnds
     }
 
     /// Nested walking allowed before the container index is built, for a payload of `size` bytes.
@@ -72,7 +73,7 @@ final class JSONDocument {
     func stringEnd(at start: Int) throws(JSONSyntaxError) -> Int {
         if !longStringEnds.isEmpty, let end = longStringEnds[start] { return end }
         let end = try reader.stringEnd(at: start)
-        if end - start >= Self.rememberedStringLength { longStringEnds[start] = end }
+        if end - start >= LongStringEnds.minimumLength { longStringEnds[start] = end }
         return end
     }
 

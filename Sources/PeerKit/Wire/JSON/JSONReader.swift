@@ -19,6 +19,9 @@ struct JSONSyntaxError: Error, Hashable {
 /// inside the `withUnsafeReadableBytes` call that made it.
 struct JSONReader {
     let bytes: UnsafeRawBufferPointer
+    /// When set, ``stringEnd(at:)`` records here where each long string ends, so that a later
+    /// reader of the same bytes need not scan it again (see ``EnvelopeParser``).
+    var longStrings: LongStringEnds? = nil
 
     /// The deepest nesting accepted.
     static let maximumDepth = 512
@@ -127,13 +130,14 @@ struct JSONReader {
 
     /// The offset just past the string whose opening quote is at `index`, checking its escapes
     /// and that its text is valid UTF-8 (so a string that is only skipped is checked too).
-    func stringEnd(at index: Int) throws(JSONSyntaxError) -> Int {
-        var index = index + 1
+    func stringEnd(at start: Int) throws(JSONSyntaxError) -> Int {
+        var index = start + 1
         while true {
             index = JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: index, to: bytes.count)
             guard let byte = byte(at: index) else { throw JSONSyntaxError(reason: "a string is not terminated") }
             switch byte {
             case UInt8(ascii: "\""):
+                if let longStrings { longStrings.record(start: start, end: index + 1) }
                 return index + 1
             case UInt8(ascii: "\\"):
                 index = try escapeEnd(at: index + 1)

@@ -14,20 +14,22 @@ enum PayloadDecoder {
     ///
     /// - Parameter syntaxChecked: true when `payload` is exactly one JSON value whose syntax was
     ///   already checked (as ``EnvelopeParser`` checks every payload), so it is not walked again.
-    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false) throws -> T {
-        try decodeCountingWork(T.self, from: payload, syntaxChecked: syntaxChecked).value
+    /// - Parameter longStringEnds: where the payload's long strings end (offsets into `payload`'s
+    ///   readable bytes), as the envelope scan found them (``Envelope/payloadStringEnds``).
+    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> T {
+        try decodeCountingWork(T.self, from: payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds).value
     }
 
     /// Decodes a `T` and reports the elementary steps it took (see ``JSONDocument/work``), so
     /// tests can check that decoding stays linear in the payload's size.
-    static func decodeCountingWork<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false) throws -> (value: T, work: Int) {
+    static func decodeCountingWork<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> (value: T, work: Int) {
         try payload.withUnsafeReadableBytes { bytes in
             let reader = JSONReader(bytes: bytes)
             let start = reader.skipWhitespace(from: 0)
             if !syntaxChecked {
                 try checkSyntax(reader, from: start)
             }
-            let document = JSONDocument(reader: reader)
+            let document = JSONDocument(reader: reader, longStringEnds: syntaxChecked ? longStringEnds : [:])
             let value = try JSONValueDecoder(document: document, offset: start).decodeValue(T.self)
             return (value, document.work)
         }

@@ -16,19 +16,25 @@ import NIOCore
 enum PayloadEncoder {
     /// The JSON text of `value`.
     static func encode<T: Encodable>(_ value: T, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws -> ByteBuffer {
-        let output = JSONOutput(buffer: allocator.buffer(capacity: 128))
+        try encode(value, appendingTo: allocator.buffer(capacity: 128))
+    }
+
+    /// `buffer` with the JSON text of `value` written after its bytes, so that a frame's envelope
+    /// can come first and the payload need not be copied behind it.
+    static func encode<T: Encodable>(_ value: T, appendingTo buffer: consuming ByteBuffer) throws -> ByteBuffer {
+        let start = buffer.writerIndex
+        let output = JSONOutput(buffer: buffer)
         do {
             try JSONSlotEncoder(output: output, codingPath: []).encodeValue(value)
-            if !output.gaveUp { return output.buffer }
+            if !output.gaveUp { return output.takeBuffer() }
         } catch is StreamingNotPossible {
         }
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .withoutEscapingSlashes
-            var buffer = allocator.buffer(capacity: 128)
-            try encoder.encode(value, into: &buffer)
-            return buffer
-        }
+        var buffer = output.takeBuffer()
+        buffer.moveWriterIndex(to: start)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        try encoder.encode(value, into: &buffer)
+        return buffer
     }
 }
 
@@ -92,6 +98,12 @@ final class JSONOutput {
 
     init(buffer: ByteBuffer) {
         self.buffer = buffer
+    }
+
+    /// The buffer, no longer referenced here, so that the caller's next write does not copy it.
+    func takeBuffer() -> ByteBuffer {
+        defer { buffer = ByteBuffer() }
+        return buffer
     }
 
     /// Opens a container: writes its opening byte and returns its id.
