@@ -67,21 +67,11 @@ struct EnvelopeEncoderTests {
 
     @Test("a value the streaming encoder gives up on is framed from JSONEncoder's output, with nothing of the first attempt left")
     func encodedIntoItsFrameAfterFallback() throws {
-        class Base: Codable { var base = 1 }
-        final class Derived: Base {
-            var extra = 2
-            enum Keys: String, CodingKey { case extra }
-            override func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: Keys.self)
-                try container.encode(extra, forKey: .extra)
-                try super.encode(to: container.superEncoder())
-            }
-        }
-        let message = try MessageCodec.encode(Derived())
+        let message = try MessageCodec.encode(SuperEncodingDerived())
         var frame = message.frame()
         #expect(frame.readInteger(as: UInt32.self).map(Int.init) == frame.readableBytes)
         let body = try #require(try JSONSerialization.jsonObject(with: Data(frame.readableBytesView)) as? [String: Any])
-        #expect(body["type"] as? String == "Derived")
+        #expect(body["type"] as? String == "SuperEncodingDerived")
         let payload = try #require(body["payload"] as? [String: Any])
         #expect(payload["extra"] as? Int == 2)
         #expect((payload["super"] as? [String: Any])?["base"] as? Int == 1)

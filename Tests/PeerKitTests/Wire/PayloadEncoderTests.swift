@@ -48,17 +48,7 @@ struct PayloadEncoderTests {
 
     @Test("a class that encodes its superclass through superEncoder falls back and stays correct")
     func superEncoder() throws {
-        class Base: Encodable { var base = 1 }
-        final class Derived: Base {
-            var extra = 2
-            enum Keys: String, CodingKey { case extra }
-            override func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: Keys.self)
-                try container.encode(extra, forKey: .extra)
-                try super.encode(to: container.superEncoder())
-            }
-        }
-        let decoded = try JSONSerialization.jsonObject(with: Data(try PayloadEncoder.encode(Derived()).readableBytesView)) as? [String: Any]
+        let decoded = try JSONSerialization.jsonObject(with: Data(try PayloadEncoder.encode(SuperEncodingDerived()).readableBytesView)) as? [String: Any]
         #expect(decoded?["extra"] as? Int == 2)
         #expect((decoded?["super"] as? [String: Any])?["base"] as? Int == 1)
     }
@@ -72,5 +62,19 @@ struct PayloadEncoderTests {
     @Test("strings with every kind of character round-trip", arguments: ["", "plain", "\u{0}\u{1F}\u{7F}", "\"\\/\n\r\t\u{08}\u{0C}", "é😀中"])
     func strings(value: String) throws {
         #expect(try JSONDecoder().decode([String].self, from: Data(try PayloadEncoder.encode([value]).readableBytesView)) == [value])
+    }
+}
+
+/// A class that encodes its superclass through `superEncoder()`, which makes the streaming
+/// encoder give up and fall back to `JSONEncoder`: `{"extra":2,"super":{"base":1}}`.
+class SuperEncodingBase: Encodable { var base = 1 }
+
+final class SuperEncodingDerived: SuperEncodingBase {
+    var extra = 2
+    enum Keys: String, CodingKey { case extra }
+    override func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(extra, forKey: .extra)
+        try super.encode(to: container.superEncoder())
     }
 }
