@@ -21,7 +21,8 @@ enum EnvelopeParser {
 
     /// Parses `frame` (the body of one frame, without its length field).
     static func parse(_ frame: ByteBuffer) throws(WireError) -> Envelope {
-        let longStrings = LongStringEnds()
+        // A frame shorter than a long string has none to record, and spares the allocation.
+        let longStrings = frame.readableBytes >= LongStringEnds.minimumLength ? LongStringEnds() : nil
         let result = frame.withUnsafeReadableBytes { bytes -> Result<Fields, JSONSyntaxError> in
             do throws(JSONSyntaxError) {
                 return .success(try scan(JSONReader(bytes: bytes, longStrings: longStrings)))
@@ -40,7 +41,7 @@ enum EnvelopeParser {
               let payload = frame.getSlice(at: frame.readerIndex + range.lowerBound, length: range.count) else {
             throw .malformedEnvelope("the envelope has no \"payload\"")
         }
-        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, group: fields.group, payload: payload, payloadStringEnds: longStrings.ends(in: range))
+        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, group: fields.group, payload: payload, payloadStringEnds: longStrings?.ends(in: range) ?? [:])
     }
 
     private static func scan(_ reader: JSONReader) throws(JSONSyntaxError) -> Fields {
