@@ -256,15 +256,16 @@ struct ConnectionStateMachine {
         }
     }
 
-    /// A binary chunk frame arrived (its body starts with 0x00): accepted only on an open
-    /// connection whose hellos both listed the `resources` feature.
-    mutating func chunkReceived(_ frame: ByteBuffer, now: NIODeadline) -> Action {
+    /// A piece of a binary chunk frame's data arrived (``FrameDecoder`` passes each read's
+    /// share on): accepted only on an open connection whose hellos both listed the `resources`
+    /// feature.
+    mutating func chunkReceived(_ chunk: ResourceChunk, now: NIODeadline) -> Action {
         lastHeard = now
         switch state {
         case .idle, .closed:
             return .none
         case let .closing(delivering):
-            guard delivering, negotiated(Hello.Feature.resources), let chunk = try? ResourceChunkFrame.decode(frame) else { return .none }
+            guard delivering, negotiated(Hello.Feature.resources) else { return .none }
             return .deliverChunk(chunk)
         case .handshaking:
             return fail(.handshake("the first frame was a binary frame, not peerkit.hello"))
@@ -272,11 +273,7 @@ struct ConnectionStateMachine {
             guard negotiated(Hello.Feature.resources) else {
                 return fail(.malformed("a binary frame arrived, and the resources feature was not negotiated"))
             }
-            do {
-                return .deliverChunk(try ResourceChunkFrame.decode(frame))
-            } catch {
-                return fail(.malformed(error.reason))
-            }
+            return .deliverChunk(chunk)
         }
     }
 

@@ -13,7 +13,7 @@ import NIOCore
 /// (``PeerConnection/Request``): close, and resume reading. It withholds `read` while the
 /// connection's inbound backlog is over its limit, which is how a fast sender is slowed down.
 final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
+    typealias InboundIn = InboundFrame
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -104,19 +104,22 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        // The frame decoder strips the 4-byte length prefix.
-        metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
         let action: ConnectionStateMachine.Action
-        if ResourceChunkFrame.isChunk(frame) {
-            perform(stateMachine.chunkReceived(frame, now: clock.now(on: context.eventLoop)), context: context)
-            return
-        }
-        do {
-            let envelope = try EnvelopeParser.parse(frame)
-            action = stateMachine.frameReceived(envelope, now: clock.now(on: context.eventLoop))
-        } catch {
-            action = stateMachine.frameRejected(error)
+        switch unwrapInboundIn(data) {
+        case let .chunk(chunk, framingBytes):
+            metrics.wireBytesReceived.increment(by: chunk.data.readableBytes + framingBytes)
+            action = stateMachine.chunkReceived(chunk, now: clock.now(on: context.eventLoop))
+        case let .frame(frame):
+            // The frame decoder strips the 4-byte length prefix.
+            metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
+            do {
+                // The decoder passes a chunk frame up whole only when it is too short for its header.
+                if ResourceChunkFrame.isChunk(frame) { _ = try ResourceChunkFrame.decode(frame) }
+                let envelope = try EnvelopeParser.parse(frame)
+                action = stateMachine.frameReceived(envelope, now: clock.now(on: context.eventLoop))
+            } catch {
+                action = stateMachine.frameRejected(error)
+            }
         }
         perform(action, context: context)
     }

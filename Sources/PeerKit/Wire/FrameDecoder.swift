@@ -1,29 +1,46 @@
 import NIOCore
-import NIOExtras
 
-/// Splits the inbound byte stream into frames and refuses an oversized frame before buffering it.
+/// Splits the inbound byte stream into frames, refuses an oversized frame before buffering it,
+/// and passes the data of binary chunk frames on as it arrives.
 ///
 ///     +---------------------+------------------------------+
 ///     | length N (UInt32 BE) | N bytes: UTF-8 JSON envelope |
 ///     +---------------------+------------------------------+
 ///
-/// The splitting is NIOExtras' `LengthFieldBasedFrameDecoder`; it has no maximum of its own, so this
-/// decoder reads each length field before handing the bytes to it and throws
-/// ``WireError/frameTooLarge(length:limit:)`` for a frame above `maximumFrameLength`, while only
-/// its four length bytes have been read.
+/// A frame above `maximumFrameLength` throws ``WireError/frameTooLarge(length:limit:)`` while only
+/// its four length bytes have been read. The limit can change while the connection runs: it
+/// starts at the small pre-handshake limit and the connection handler raises it once the
+/// handshake completed (``FrameLengthLimit``).
 ///
-/// The limit can change while the connection runs: it starts at the small pre-handshake limit
-/// and the connection handler raises it once the handshake completed (``FrameLengthLimit``).
+/// **Envelopes** are gathered whole and passed on as ``InboundFrame/frame(_:)``.
+///
+/// **Binary chunk frames** (``ResourceChunkFrame``) are not gathered: once the 5-byte header is
+/// read, every read's share of the frame's data goes up at once as ``InboundFrame/chunk(_:framingBytes:)``,
+/// a slice of the buffer the socket was read into. Gathering a 256 KiB chunk from 64 KiB reads
+/// copied every byte of a resource once more and, as `ByteToMessageHandler` compacted its buffer
+/// while the chunks before were still held, reallocated it; passing pieces on leaves that
+/// buffer empty after each read, so the next read is taken as it is. A piece that would keep a
+/// read buffer more than twice its size alive (a short tail of a chunk, a trickling sender) is
+/// copied into a buffer of its own, so the memory a resource's window holds stays within twice
+/// its bytes.
 struct FrameDecoder: ByteToMessageDecoder {
-    typealias InboundOut = ByteBuffer
+    typealias InboundOut = InboundFrame
 
     /// The longest body accepted now, in bytes.
     var maximumFrameLength: Int { limit.current }
 
     private let limit: FrameLengthLimit
-    private let splitter = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes, lengthFieldEndianness: .big)
-    /// Whether the splitter is waiting for a length field (rather than for the body of a frame whose length it read).
-    private var expectingLengthField = true
+    private var expecting = Expecting.lengthField
+
+    private enum Expecting: Equatable {
+        /// The next four bytes are a length field.
+        case lengthField
+        /// A body of `length` bytes, not started.
+        case body(length: Int)
+        /// The rest of a chunk frame's data; `framingBytes` are the frame's header bytes not yet
+        /// counted (9 until its first piece went up).
+        case chunkData(transfer: UInt32, remaining: Int, framingBytes: Int)
+    }
 
     /// A decoder whose limit follows `limit`.
     init(limit: FrameLengthLimit) {
@@ -36,30 +53,72 @@ struct FrameDecoder: ByteToMessageDecoder {
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if expectingLengthField {
-            guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
-                return .needMoreData
-            }
-            let maximum = limit.current
-            guard length <= maximum else {
-                throw WireError.frameTooLarge(length: Int(length), limit: maximum)
-            }
-            // With four bytes available the splitter consumes the length field now.
-            expectingLengthField = false
+        switch try next(from: &buffer) {
+        case let .some(frame):
+            context.fireChannelRead(wrapInboundOut(frame))
+            return .continue
+        case .none:
+            return .needMoreData
         }
-        let state = try splitter.decode(context: context, buffer: &buffer)
-        if case .continue = state {
-            expectingLengthField = true
-        }
-        return state
     }
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while case .continue = try decode(context: context, buffer: &buffer) {}
-        if buffer.readableBytes > 0 || !expectingLengthField {
+        if buffer.readableBytes > 0 || expecting != .lengthField {
             throw WireError.truncatedFrame(bytesLeft: buffer.readableBytes)
         }
         return .needMoreData
+    }
+
+    /// The next frame or piece in `buffer`, or nil when more bytes are needed (or the length
+    /// field just read announced a body still to come).
+    mutating func next(from buffer: inout ByteBuffer) throws(WireError) -> InboundFrame? {
+        switch expecting {
+        case .lengthField:
+            guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else { return nil }
+            let maximum = limit.current
+            guard length <= maximum else {
+                throw .frameTooLarge(length: Int(length), limit: maximum)
+            }
+            buffer.moveReaderIndex(forwardBy: 4)
+            expecting = .body(length: Int(length))
+            return try next(from: &buffer)
+
+        case let .body(length):
+            let header = ResourceChunkFrame.headerLength
+            let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self)
+            if length >= header, first == nil || first == ResourceChunkFrame.kind {
+                // A chunk frame: wait for its header, then pass its data on piece by piece.
+                guard buffer.readableBytes >= header, buffer.readInteger(as: UInt8.self) != nil,
+                      let transfer = buffer.readInteger(as: UInt32.self) else { return nil }
+                let remaining = length - header
+                guard remaining > 0 else {
+                    expecting = .lengthField
+                    return .chunk(ResourceChunk(transfer: transfer, data: ByteBuffer()), framingBytes: 4 + header)
+                }
+                expecting = .chunkData(transfer: transfer, remaining: remaining, framingBytes: 4 + header)
+                return piece(of: transfer, remaining: remaining, from: &buffer, framingBytes: 4 + header)
+            }
+            guard let body = buffer.readSlice(length: length) else { return nil }
+            expecting = .lengthField
+            return .frame(body)
+
+        case let .chunkData(transfer, remaining, framingBytes):
+            return piece(of: transfer, remaining: remaining, from: &buffer, framingBytes: framingBytes)
+        }
+    }
+
+    /// Up to `remaining` bytes of a chunk frame's data from `buffer`, or nil when it is empty.
+    private mutating func piece(of transfer: UInt32, remaining: Int, from buffer: inout ByteBuffer, framingBytes: Int) -> InboundFrame? {
+        let count = min(remaining, buffer.readableBytes)
+        let capacity = buffer.capacity
+        guard count > 0, var data = buffer.readSlice(length: count) else { return nil }
+        if count * 2 < capacity {
+            // Do not keep a much larger read buffer alive for a few bytes.
+            data = ByteBuffer(bytes: data.readableBytesView)
+        }
+        expecting = remaining == count ? .lengthField : .chunkData(transfer: transfer, remaining: remaining - count, framingBytes: 0)
+        return .chunk(ResourceChunk(transfer: transfer, data: data), framingBytes: framingBytes)
     }
 }
 

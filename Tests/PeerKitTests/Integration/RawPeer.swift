@@ -1,4 +1,5 @@
 import NIOCore
+import NIOExtras
 import NIOPosix
 @testable import PeerKit
 
@@ -19,13 +20,13 @@ final class RawPeer {
         func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
     }
 
-    /// Connects to `endpoint`; received frames are split with PeerKit's frame decoder.
+    /// Connects to `endpoint`; received frames are split at their length fields (NIOExtras).
     init(connectingTo endpoint: PeerEndpoint) async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
         channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1 << 24)))
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
                     try channel.pipeline.syncOperations.addHandler(Collector(continuation))
                 }
             }

@@ -61,7 +61,7 @@ struct ResourceWireTests {
     func negotiated() throws {
         var machine = try established(localFeatures: ["resources"], remoteFeatures: ["groups", "resources"])
         #expect(machine.negotiated(Hello.Feature.resources))
-        let chunk = body(ResourceChunkFrame.encode(transfer: 7, data: ByteBuffer(bytes: [1, 2, 3])))
+        let chunk = try ResourceChunkFrame.decode(body(ResourceChunkFrame.encode(transfer: 7, data: ByteBuffer(bytes: [1, 2, 3]))))
         #expect(machine.chunkReceived(chunk, now: start) == .deliverChunk(ResourceChunk(transfer: 7, data: ByteBuffer(bytes: [1, 2, 3]))))
         let offer = try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"peerkit.resource.offer","payload":{"transfer":1,"name":"n"}}"#))
         #expect(machine.frameReceived(offer, now: start) == .deliver(offer))
@@ -73,16 +73,16 @@ struct ResourceWireTests {
         #expect(!machine.negotiated(Hello.Feature.resources))
         let offer = try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"peerkit.resource.offer","payload":{"transfer":1,"name":"n"}}"#))
         #expect(machine.frameReceived(offer, now: start) == .none)
-        let chunk = body(ResourceChunkFrame.encode(transfer: 7, data: ByteBuffer(bytes: [1])))
+        let chunk = try ResourceChunkFrame.decode(body(ResourceChunkFrame.encode(transfer: 7, data: ByteBuffer(bytes: [1]))))
         let failure = Machine.Failure.malformed("a binary frame arrived, and the resources feature was not negotiated")
         #expect(machine.chunkReceived(chunk, now: start) == .close(sending: .error(reason: "Closing the connection: " + failure.reason + ".", replyTo: nil), mode: .halfClose, reason: .failed(failure)))
     }
 
     @Test("a binary frame before the hello fails the handshake")
-    func binaryBeforeHello() {
+    func binaryBeforeHello() throws {
         var machine = machine(localFeatures: ["resources"])
         _ = machine.activated(now: start)
-        let chunk = body(ResourceChunkFrame.encode(transfer: 1, data: ByteBuffer(bytes: [1])))
+        let chunk = try ResourceChunkFrame.decode(body(ResourceChunkFrame.encode(transfer: 1, data: ByteBuffer(bytes: [1]))))
         guard case .close(_, _, .failed(.handshake)) = machine.chunkReceived(chunk, now: start) else {
             Issue.record("expected a handshake failure")
             return

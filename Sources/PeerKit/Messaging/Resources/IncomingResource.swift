@@ -39,6 +39,8 @@ public final class IncomingResource: Sendable {
     let transfer: UInt32
     let connection: PeerConnection
     let window: Int
+    /// Read bytes are acknowledged once this many have gathered (see ``init``).
+    let acknowledgementStep: Int
     private let meter: ProgressMeter
     private let state = NIOLockedValueBox(State())
     private let onEnd: @Sendable () -> Void
@@ -47,19 +49,29 @@ public final class IncomingResource: Sendable {
         var buffered = CircularBuffer<ByteBuffer>()
         var bufferedBytes = 0
         var received: Int64 = 0
+        /// Bytes read by the handler and not acknowledged yet.
+        var unacknowledged = 0
         var end: ResourceFrame.End?
         var completed = false
         var failure: PeerKitError?
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    init(name: String, sender: Peer, size: Int64?, transfer: UInt32, connection: PeerConnection, window: Int, onEnd: @escaping @Sendable () -> Void) {
+    /// A resource whose sender may be `window` bytes ahead of what the handler read, in chunks
+    /// of at most `chunkLength` bytes.
+    ///
+    /// Read bytes are acknowledged in steps of a quarter of the window (and never more than
+    /// the window less one chunk, so the sender, which waits only when its next chunk would go
+    /// past the window, always has room once the handler caught up): a 4 MiB window is
+    /// acknowledged every 1 MiB, not after every chunk or every read from the socket.
+    init(name: String, sender: Peer, size: Int64?, transfer: UInt32, connection: PeerConnection, window: Int, chunkLength: Int, onEnd: @escaping @Sendable () -> Void) {
         self.name = name
         self.sender = sender
         self.size = size
         self.transfer = transfer
         self.connection = connection
         self.window = window
+        self.acknowledgementStep = max(1, min(window / 4, window - chunkLength))
         self.onEnd = onEnd
         self.meter = ProgressMeter(totalBytes: size)
     }
@@ -114,22 +126,29 @@ public final class IncomingResource: Sendable {
     /// The next chunk, or nil at the end of an intact resource.
     func next(hashingInto hasher: inout SHA256) async throws -> ByteBuffer? {
         while true {
-            enum Step { case chunk(ByteBuffer), end(ResourceFrame.End), finished, failed(PeerKitError), wait }
+            enum Step { case chunk(ByteBuffer, acknowledge: Bool), end(ResourceFrame.End), finished, failed(PeerKitError), wait }
             let step = state.withLockedValue { state -> Step in
                 if let failure = state.failure { return .failed(failure) }
                 if let chunk = state.buffered.popFirst() {
                     state.bufferedBytes -= chunk.readableBytes
-                    return .chunk(chunk)
+                    state.unacknowledged += chunk.readableBytes
+                    if state.unacknowledged >= acknowledgementStep {
+                        state.unacknowledged = 0
+                        return .chunk(chunk, acknowledge: true)
+                    }
+                    return .chunk(chunk, acknowledge: false)
                 }
                 if state.completed { return .finished }
                 if let end = state.end { return .end(end) }
                 return .wait
             }
             switch step {
-            case let .chunk(chunk):
+            case let .chunk(chunk, acknowledge):
                 chunk.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
                 meter.advance(by: chunk.readableBytes)
-                connection.send(ResourceFrame.frame(ResourceFrame.ack, ResourceFrame.Ack(transfer: transfer, received: meter.bytesDone)))
+                if acknowledge {
+                    connection.send(ResourceFrame.frame(ResourceFrame.ack, ResourceFrame.Ack(transfer: transfer, received: meter.bytesDone)))
+                }
                 return chunk
             case let .end(end):
                 let digest = ResourceDigest.hex(hasher.finalize())

@@ -18,8 +18,10 @@ public final class OutgoingResource: Sendable {
     public let name: String
     /// The receiver.
     public let peer: Peer
-    /// The sender's view of the transfer: bytes the receiver has taken, and the rate. The stream
-    /// keeps only the newest value and ends when the transfer ends.
+    /// The sender's view of the transfer: bytes the receiver has taken, and the rate. The
+    /// receiver acknowledges what its handler read in steps of a quarter of its window (1 MiB by
+    /// default), so this moves in such steps. The stream keeps only the newest value and ends
+    /// when the transfer ends.
     public var progress: AsyncStream<ResourceProgress> { meter.stream }
 
     let transfer: UInt32
@@ -112,6 +114,9 @@ public final class OutgoingResource: Sendable {
             // Behind the last chunk (chunks wait for a lull; an ordinary frame would overtake them).
             try await connection.sendBulk(ResourceFrame.frame(ResourceFrame.end, ResourceFrame.End(transfer: transfer, size: sent, sha256: digest)))
             try await waitUntilDone()
+            // `done` means the handler read every byte; the last acknowledgement may cover less
+            // (the receiver acknowledges in steps).
+            acknowledged(sent)
             meter.finish()
         } catch {
             fail(error as? PeerKitError ?? .resourceSourceFailed(name: name, reason: "\(error)"), tellPeer: true)

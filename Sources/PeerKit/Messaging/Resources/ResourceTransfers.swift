@@ -161,7 +161,7 @@ final class ResourceTransfers: ResourceFrameSink {
             guard !state.stopped else { return .stopped }
             guard state.incoming[key] == nil else { return .duplicate }
             guard state.incoming.count < limits.maximumConcurrentIncoming else { return .busy(state.incoming.count) }
-            let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window) { [weak self] in
+            let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window, chunkLength: acceptedChunkLength) { [weak self] in
                 self?.state.withLockedValue { _ = $0.incoming.removeValue(forKey: key) }
             }
             state.incoming[key] = resource

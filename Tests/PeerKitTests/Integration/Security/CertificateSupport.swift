@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOCore
+import NIOExtras
 import NIOPosix
 import NIOSSL
 import X509
@@ -69,7 +70,7 @@ final class TLSRawPeer {
                     try channel.pipeline.syncOperations.addHandler(
                         NIOSSLClientHandler(context: context, serverHostname: nil, customVerificationCallback: { _, promise in promise.succeed(.certificateVerified) })
                     )
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1 << 24)))
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
                     try channel.pipeline.syncOperations.addHandler(Collector(continuation))
                 }
             }
