@@ -52,6 +52,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var serviceKeys: Set<String> = []
         /// Set after the active connection closed as a tie-break loser: the winner is on its way.
         var pendingDisconnect: PeerTimer?
+        /// While the winner is on its way: what was sent to the peer meanwhile waits for it.
+        var switching = ConnectionSwitch()
 
         var isAvailable: Bool { active != nil || !serviceKeys.isEmpty || pendingDisconnect != nil }
 
@@ -254,6 +256,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// connections and the listener are closed.
     @discardableResult
     func stop() -> [EventLoopFuture<Void>] {
+        var switchEnded: [ConnectionSwitch.Ended] = []
         let (connections, server, listener) = withState { state -> ([PeerConnection], (any Channel)?, (any PeerTransportListener)?) in
             guard state.running else { return ([], nil, nil) }
             state.running = false
@@ -261,6 +264,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             var removed = false
             for var record in state.peers.values {
                 record.pendingDisconnect?.cancel()
+                switchEnded.append(record.switching.end())
                 if record.active != nil {
                     record.active = nil
                     state.emit(.peerDisconnected(record.snapshot, reason: nil))
@@ -276,6 +280,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             defer { state.connections = [:]; state.server = nil; state.listener = nil }
             return (Array(state.connections.values), state.server, state.listener)
         }
+        for ended in switchEnded { ended.resumeWaiters(with: nil) }
         for connection in connections {
             connection.requestClose(.stopped)
         }
@@ -289,6 +294,51 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// The active connection to a peer.
     func connection(to peerID: String) -> PeerConnection? {
         state.withLockedValue { $0.peers[peerID]?.active }
+    }
+
+    /// The active connection to a peer; while the peer is switching to the connection that won
+    /// a tie-break (its `bye` closed the one in use, and the winner's handshake has not completed
+    /// here yet), waits for the winner, at most ``Configuration/handshakeTimeout``. Nil when the
+    /// peer is not connected, or the winner did not come.
+    func connectionAfterSwitch(to peerID: String) async -> PeerConnection? {
+        if let active = connection(to: peerID) { return active }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<PeerConnection?, Never>) in
+            let now = state.withLockedValue { state -> PeerConnection?? in
+                guard state.running, var record = state.peers[peerID] else { return .some(nil) }
+                if let active = record.active { return .some(active) }
+                guard record.pendingDisconnect != nil else { return .some(nil) }
+                record.switching.waiters.append(continuation)
+                state.peers[peerID] = record
+                return .none
+            }
+            if case let .some(connection) = now { continuation.resume(returning: connection) }
+        }
+    }
+
+    /// Sends `frame` on every active connection, and holds it for each peer that is switching
+    /// connections (see ``connectionAfterSwitch(to:)``) until the winner arrives. Returns how
+    /// many peers it went or will go to.
+    func broadcast(_ frame: ByteBuffer) -> Int {
+        let (active, held) = state.withLockedValue { state -> ([PeerConnection], Int) in
+            var active: [PeerConnection] = []
+            var held = 0
+            for (id, var record) in state.peers {
+                if let connection = record.active {
+                    active.append(connection)
+                } else if record.pendingDisconnect != nil, record.switching.hold(frame, limit: configuration.maximumQueuedOutboundBytes) {
+                    state.peers[id] = record
+                    held += 1
+                }
+            }
+            return (active, held)
+        }
+        for connection in active { connection.send(frame) }
+        return active.count + held
+    }
+
+    /// How many senders wait for `peerID`'s switch to its tie-break winner (a diagnostic for tests).
+    func switchWaiterCount(of peerID: String) -> Int {
+        state.withLockedValue { $0.peers[peerID]?.switching.waiters.count ?? 0 }
     }
 
     /// Why the last connection to `peerID` ended badly, if it did recently (the last
@@ -633,6 +683,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     /// The peer on `connection` completed its handshake and was admitted: it is connected.
     private func admitted(_ connection: PeerConnection, remote: Hello) {
+        var switched: ConnectionSwitch.Ended?
         let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
             guard state.running else { return (nil, nil) }
             // Connected again: an earlier failure is no longer why it cannot be sent to.
@@ -671,6 +722,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 // The connection that won the tie-break arrived: nothing changed for the user.
                 pending.cancel()
                 record.pendingDisconnect = nil
+                let ended = record.switching.end()
+                ended.sendHeldFrames(on: connection)
+                switched = ended
                 state.peers[remote.peerID] = record
                 state.queue(.established(connection))
                 return (nil, reached)
@@ -682,6 +736,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             state.queue(.established(connection))
             return (nil, reached)
         }
+        switched?.resumeWaiters(with: connection)
         if let reached {
             logger.notice("Reached \"\(LogSafe.text(reached.name, maximumBytes: 80))\" again after \(reached.attempts) failed attempts.")
         }
@@ -801,9 +856,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     }
 
     private func duplicateGraceExpired(peerID: String) {
+        var ended: ConnectionSwitch.Ended?
+        defer { ended?.resumeWaiters(with: nil) }
         withState { state in
             guard state.running, var record = state.peers[peerID], record.pendingDisconnect != nil, record.active == nil else { return }
             record.pendingDisconnect = nil
+            ended = record.switching.end()
             state.emit(.peerDisconnected(record.snapshot, reason: .connectionClosed(peer: record.peer.name)))
             if record.serviceKeys.isEmpty {
                 state.peers[peerID] = nil

@@ -38,11 +38,12 @@ extension PeerTransceiver {
     public func send(_ message: RawPeerMessage, to peers: [Peer]) async throws {
         let session = try runningSession()
         let encoded = try Self.encode(message)
-        let connections = try peers.map { peer in
-            guard let connection = session.manager.connection(to: peer.id) else {
+        var connections: [PeerConnection] = []
+        for peer in peers {
+            guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
                 throw PeerKitError.peerNotConnected(peer: peer.name)
             }
-            return connection
+            connections.append(connection)
         }
         let counters = metrics.usedType(encoded.type)
         for connection in connections {

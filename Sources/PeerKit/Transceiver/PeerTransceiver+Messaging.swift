@@ -50,18 +50,17 @@ extension PeerTransceiver {
 
     /// Sends `payload` to every connected peer, fire and forget.
     ///
-    /// The payload is encoded once for all peers. A payload that cannot be encoded, or a
-    /// transceiver that is not running, is logged and published as ``PeerEvent/error(_:)``.
+    /// The payload is encoded once for all peers. A peer that is switching to the connection that
+    /// won a tie-break (both peers dialled each other) gets it on that connection once it is up.
+    /// A payload that cannot be encoded, or a transceiver that is not running, is logged and
+    /// published as ``PeerEvent/error(_:)``.
     public func broadcast<T: Encodable>(_ payload: T) {
         do {
             let session = try runningSession()
             let message = try MessageCodec.encode(payload)
-            let frame = message.frame()
-            let connections = session.manager.activeConnections()
-            for connection in connections {
-                connection.send(frame)
-            }
-            metrics.usedType(message.type).sent(payloadBytes: message.payload.readableBytes, count: connections.count)
+            // Also to a peer switching to the connection that won a tie-break: held for it.
+            let count = session.manager.broadcast(message.frame())
+            metrics.usedType(message.type).sent(payloadBytes: message.payload.readableBytes, count: count)
         } catch {
             let error = error as? PeerKitError ?? .encodingFailed(type: peerMessageType(of: T.self), reason: "\(error)")
             logger.warning("Broadcast failed: \(error)")
@@ -73,7 +72,9 @@ extension PeerTransceiver {
     ///
     /// Nothing is sent unless every peer is connected. Returns once the payload is queued on
     /// every connection; when a connection's socket buffer is full it first waits for it to
-    /// drain, so a loop of sends is paced by the slowest receiver.
+    /// drain, so a loop of sends is paced by the slowest receiver. A peer that is switching to
+    /// the connection that won a tie-break (both peers dialled each other) is waited for, at most
+    /// ``PeerConfiguration/handshakeTimeout``.
     /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``,
     ///   ``PeerKitError/notRunning``, or why a connection ended while waiting for it to drain
     ///   (``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)`` for a peer that does not read).
@@ -81,11 +82,13 @@ extension PeerTransceiver {
     ///   ``PeerKitError/peerNotConnected(peer:)``.
     public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
         let session = try runningSession()
-        let connections = try peers.map { peer in
-            guard let connection = session.manager.connection(to: peer.id) else {
+        var connections: [PeerConnection] = []
+        for peer in peers {
+            // A peer switching to the connection that won a tie-break is waited for, briefly.
+            guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
                 throw session.manager.recentFailure(of: peer.id) ?? PeerKitError.peerNotConnected(peer: peer.name)
             }
-            return connection
+            connections.append(connection)
         }
         let message = try MessageCodec.encode(payload)
         let frame = message.frame()

@@ -6,7 +6,8 @@ extension PeerTransceiver {
     /// ```swift
     /// let reply = try await transceiver.request(ListItemsCommand(), to: peer, expecting: CLIResponse.self)
     /// ```
-    /// The reply is matched to the request by id and accepted only from `peer`.
+    /// The reply is matched to the request by id and accepted only from `peer`. A peer that is
+    /// switching to the connection that won a tie-break is waited for, as by `send(_:to:)`.
     /// - Throws: ``PeerKitError/requestTimedOut(type:peer:timeout:)`` when no reply arrives in
     ///   time, ``PeerKitError/remoteError(reason:peer:)`` when the peer answers with an error
     ///   (no handler, a payload it could not decode, a handler that threw),
@@ -39,7 +40,7 @@ extension PeerTransceiver {
     ///   other errors ``request(_:to:expecting:timeout:)`` lists.
     func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
         let session = try runningSession()
-        guard let connection = session.manager.connection(to: peer.id) else {
+        guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
             throw PeerKitError.peerNotConnected(peer: peer.name)
         }
         // A request from a task cancelled already is not sent.

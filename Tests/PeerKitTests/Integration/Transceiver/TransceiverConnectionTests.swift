@@ -73,6 +73,84 @@ struct TransceiverConnectionTests {
         }
     }
 
+    /// A transceiver with a raw peer "raw-peer" connected on `first`, which then says it keeps
+    /// another connection (`bye`, "duplicate connection"), as the tie-break's loser does; returns
+    /// once the transceiver closed `first`, with the peer switching.
+    private func peerSwitching(handshakeTimeout: Duration = .seconds(5)) async throws -> (PeerTransceiver, Peer, AsyncStream<PeerEvent>, String) {
+        let serviceType = randomServiceType()
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "b")
+        // A raw peer answers no pings; the heartbeat is not what these tests are about.
+        configuration.heartbeatInterval = .seconds(10)
+        configuration.peerTimeout = .seconds(60)
+        configuration.handshakeTimeout = handshakeTimeout
+        let transceiver = PeerTransceiver(configuration: configuration)
+        try await transceiver.start()
+        let events = transceiver.events()
+        let first = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        try await first.sayHello(serviceType: serviceType, peerID: "raw-peer", name: "raw")
+        let peer = try await within(20, "the raw peer to connect") {
+            while true {
+                if let peer = transceiver.connectedPeers.first { return peer }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        try await first.send(#"{"type":"peerkit.bye","payload":{"reason":"duplicate connection"}}"#)
+        // The transceiver closes the connection the peer gave up (the stream of frames ends).
+        while await first.nextFrame() != nil {}
+        return (transceiver, peer, events, serviceType)
+    }
+
+    @Test("while a peer switches to the connection that won a tie-break, a send waits for it and a broadcast is held for it; both arrive on it, in order")
+    func switchToTieBreakWinner() async throws {
+        let (transceiver, peer, events, serviceType) = try await peerSwitching()
+        defer { transceiver.stop() }
+        // Before the fix, `send` threw peerNotConnected here and `broadcast` skipped the peer.
+        transceiver.broadcast(Note(text: "held"))
+        let sending = Task { try await transceiver.send(Note(text: "waited"), to: [peer]) }
+        try await within(20, "the send to wait for the winner") {
+            while transceiver.session?.manager.switchWaiterCount(of: "raw-peer") != 1 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        // The winner's handshake completes.
+        let second = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        defer { second.close() }
+        try await second.sayHello(serviceType: serviceType, peerID: "raw-peer", name: "raw")
+        try await within(20, "the send to go out on the winner") { try await sending.value }
+        var notes: [String] = []
+        while notes.count < 2, let frame = await second.nextFrame(skipping: [#"{"type":"peerkit."#]) {
+            notes.append(frame)
+        }
+        #expect(notes.count == 2 && notes[0].contains(#""held""#) && notes[1].contains(#""waited""#), "the winner carried \(notes)")
+        // The user never saw the peer go.
+        transceiver.stop()
+        for await event in events {
+            if case let .peerDisconnected(_, reason) = event { #expect(reason == nil, "the peer was reported disconnected: \(String(describing: reason))") }
+            if case .stopped = event { break }
+        }
+    }
+
+    @Test("when the tie-break's winner does not come within the handshake timeout, the waiting send fails and the peer is reported disconnected")
+    func switchWithoutWinner() async throws {
+        let (transceiver, peer, events, _) = try await peerSwitching(handshakeTimeout: .seconds(1))
+        defer { transceiver.stop() }
+        let error = try await within(20, "the send to give up") { () -> PeerKitError? in
+            do {
+                try await transceiver.send(Note(text: "lost"), to: [peer])
+                return nil
+            } catch {
+                return error as? PeerKitError
+            }
+        }
+        #expect(error == .peerNotConnected(peer: "raw") || error == .connectionClosed(peer: "raw"), "the send threw \(String(describing: error))")
+        var disconnected: PeerKitError?
+        for await event in events {
+            if case let .peerDisconnected(_, reason) = event {
+                disconnected = reason
+                break
+            }
+        }
+        #expect(disconnected == .connectionClosed(peer: "raw"))
+    }
+
     @Test("a misbehaving peer is disconnected with peerkit.error while other peers carry on", arguments: [
         "oversized", "garbage", "not-an-object", "hello-flood", "wrong-service-type",
     ])
