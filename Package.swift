@@ -126,6 +126,7 @@ let package = Package(
             name: "ListrKit",
             dependencies: [
                 "PeerKit",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -193,8 +193,8 @@ final class ListrService: Service, Sendable {
     private static func sendDump(handler: ListrRequestHandler, to sender: Peer, on transceiver: PeerTransceiver?) async -> CLIResponse {
         guard let transceiver else { return .error(PeerKitError.notRunning.description) }
         do {
-            let data = try await handler.dump()
-            let transfer = try transceiver.send(resource: .bytes(data), named: ListrResources.dump, to: sender)
+            let dump = try await handler.dump()
+            let transfer = try transceiver.send(resource: dump.source, named: ListrResources.dump, to: sender)
             let logger = transceiver.configuration.logger
             Task {
                 do {
@@ -203,7 +203,7 @@ final class ListrService: Service, Sendable {
                     logger.notice("The dump to \(sender) did not complete: \(error)")
                 }
             }
-            return .message("Sending the list (\(data.count) bytes) as the resource \"\(ListrResources.dump)\".")
+            return .message("Sending the list (\(dump.size) bytes) as the resource \"\(ListrResources.dump)\".")
         } catch {
             return .error("\(error)")
         }

@@ -15,35 +15,65 @@ import Foundation
 enum ItemPropertyListWriter {
     /// The property list of `items`, or nil when one of them needs Foundation.
     static func data(for items: [Item]) -> Data? {
-        var size = header.utf8CodeUnitCount + (items.isEmpty ? emptyArray.utf8CodeUnitCount : array.utf8CodeUnitCount + end.utf8CodeUnitCount)
-        for item in items {
-            guard let title = escapedCount(of: item.title) else { return nil }
-            size += (item.done ? doneTrue : doneFalse).utf8CodeUnitCount + uuidLength
-                + betweenIDAndTitle.utf8CodeUnitCount + title + afterTitle.utf8CodeUnitCount
-        }
+        guard let size = size(of: items) else { return nil }
         var data = Data(count: size)
         let written = data.withUnsafeMutableBytes { raw -> Int in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 0 }
             var output = Output(next: base)
-            output.append(header)
-            guard !items.isEmpty else {
-                output.append(emptyArray)
-                return output.next - base
-            }
-            output.append(array)
-            for item in items {
-                output.append(item.done ? doneTrue : doneFalse)
-                output.appendUUID(item.id)
-                output.append(betweenIDAndTitle)
-                output.appendEscaped(item.title)
-                output.append(afterTitle)
-            }
-            output.append(end)
+            output.appendHead(empty: items.isEmpty)
+            for item in items { output.append(item) }
+            output.appendTail(empty: items.isEmpty)
             return output.next - base
         }
         // The two passes agree by construction (the same scan decides both); should they not, the
         // caller's Foundation path writes the list.
         return written == size ? data : nil
+    }
+
+    /// How many bytes the property list of `items` takes, or nil when one of them needs Foundation.
+    static func size(of items: [Item]) -> Int? {
+        var size = headLength(empty: items.isEmpty) + tailLength(empty: items.isEmpty)
+        for item in items {
+            guard let length = length(of: item) else { return nil }
+            size += length
+        }
+        return size
+    }
+
+    /// The bytes of one item's `<dict>`, or nil when its title needs Foundation.
+    static func length(of item: Item) -> Int? {
+        guard let title = escapedCount(of: item.title) else { return nil }
+        return (item.done ? doneTrue : doneFalse).utf8CodeUnitCount + uuidLength
+            + betweenIDAndTitle.utf8CodeUnitCount + title + afterTitle.utf8CodeUnitCount
+    }
+
+    static func headLength(empty: Bool) -> Int {
+        header.utf8CodeUnitCount + (empty ? 0 : array.utf8CodeUnitCount)
+    }
+
+    static func tailLength(empty: Bool) -> Int {
+        (empty ? emptyArray : end).utf8CodeUnitCount
+    }
+
+    /// Writes the property list's beginning (through `<array>`) at `base`; returns its length.
+    static func writeHead(empty: Bool, at base: UnsafeMutablePointer<UInt8>) -> Int {
+        var output = Output(next: base)
+        output.appendHead(empty: empty)
+        return output.next - base
+    }
+
+    /// Writes one item (``length(of:)`` bytes, which the caller checked) at `base`.
+    static func write(_ item: Item, at base: UnsafeMutablePointer<UInt8>) -> Int {
+        var output = Output(next: base)
+        output.append(item)
+        return output.next - base
+    }
+
+    /// Writes the property list's end at `base`; returns its length.
+    static func writeTail(empty: Bool, at base: UnsafeMutablePointer<UInt8>) -> Int {
+        var output = Output(next: base)
+        output.appendTail(empty: empty)
+        return output.next - base
     }
 
     /// Where the next byte goes, in a buffer measured to fit.
@@ -52,6 +82,23 @@ enum ItemPropertyListWriter {
 
         mutating func append(_ text: StaticString) {
             append(text.utf8Start, count: text.utf8CodeUnitCount)
+        }
+
+        mutating func appendHead(empty: Bool) {
+            append(header)
+            if !empty { append(array) }
+        }
+
+        mutating func appendTail(empty: Bool) {
+            append(empty ? emptyArray : end)
+        }
+
+        mutating func append(_ item: Item) {
+            append(item.done ? doneTrue : doneFalse)
+            appendUUID(item.id)
+            append(betweenIDAndTitle)
+            appendEscaped(item.title)
+            append(afterTitle)
         }
 
         mutating func append(_ bytes: UnsafePointer<UInt8>, count: Int) {

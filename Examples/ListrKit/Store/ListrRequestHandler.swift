@@ -69,10 +69,20 @@ public struct ListrRequestHandler: Sendable {
         await answer { () throws(ListrError) in try Self.propertyList(try await store.items) }
     }
 
-    /// The whole list as an XML property list, for a dump sent as a resource.
-    public func dump() async throws(ListrError) -> Data {
+    /// The whole list as an XML property list, for a dump sent as a resource, and its size.
+    ///
+    /// The list is read at once (one consistent snapshot); its property list is then written
+    /// piece by piece as the resource is sent, so it never exists whole in memory and the
+    /// writing overlaps the transfer. A list with a title only Foundation's writer can write is
+    /// encoded whole first.
+    public func dump() async throws(ListrError) -> (source: ResourceSource, size: Int64) {
+        let items = try await store.items
+        if let pieces = ItemPropertyListPieces.make(for: items) {
+            return (.chunks(pieces, size: Int64(pieces.size)), Int64(pieces.size))
+        }
         do {
-            return try ItemPropertyList.encode(try await store.items)
+            let data = try ItemPropertyList.encode(items)
+            return (.bytes(data), Int64(data.count))
         } catch let error as ListrError {
             throw error
         } catch {

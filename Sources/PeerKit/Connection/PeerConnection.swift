@@ -57,8 +57,10 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var queued = CircularBuffer<ByteBuffer>()
         var queuedBytes = 0
         var urgent: [ByteBuffer] = []
-        /// Resource chunks: written only when nothing else waits; at most one at a time.
-        var bulk: ByteBuffer?
+        /// Resource chunks: written only when nothing else waits; at most one at a time. A chunk
+        /// is its frame's head and its data, written one after the other (the data is not
+        /// copied behind the head).
+        var bulk: (head: ByteBuffer, data: ByteBuffer?)?
         var bulkWaiters: [CheckedContinuation<Void, Never>] = []
         var drainScheduled = false
         /// The peer's hello: the one place it is kept.
@@ -180,11 +182,14 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// transfer on this connection) has been written. Chunks go out only when no other frame
     /// waits, so pings, control frames and messages overtake them.
     /// - Throws: why the connection ended, when it ends before (or while) waiting.
-    func sendBulk(_ frame: ByteBuffer) async throws(PeerKitError) {
+    ///
+    /// `frame` is the whole frame, or, with `data`, its beginning: `data` is written right after
+    /// it, as the rest of the frame.
+    func sendBulk(_ frame: ByteBuffer, data: ByteBuffer? = nil) async throws(PeerKitError) {
         while true {
             let outcome = state.withLockedValue { state -> (queued: Bool, scheduleDrain: Bool) in
                 guard !state.closed, state.bulk == nil else { return (false, false) }
-                state.bulk = frame
+                state.bulk = (frame, data)
                 if state.drainScheduled { return (true, false) }
                 state.drainScheduled = true
                 return (true, true)
@@ -259,8 +264,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var frames = 0
         var more = false
         while true {
-            let next = state.withLockedValue { state -> ByteBuffer? in
-                if !state.urgent.isEmpty { return state.urgent.removeFirst() }
+            let next = state.withLockedValue { state -> (ByteBuffer, ByteBuffer?)? in
+                if !state.urgent.isEmpty { return (state.urgent.removeFirst(), nil) }
                 if !everything, frames >= Self.framesPerDrain, !state.queued.isEmpty {
                     // Enough for one turn: the rest goes in a later task, so that a long backlog
                     // (a broadcast to many peers) does not hold the event loop from reading and
@@ -272,7 +277,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     state.bulk = nil
                     released += state.bulkWaiters
                     state.bulkWaiters = []
-                    return chunk
+                    return (chunk.head, chunk.data)
                 }
                 guard everything || channel.isWritable, let frame = state.queued.popFirst() else {
                     state.drainScheduled = false
@@ -285,11 +290,15 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                 state.queuedBytes -= frame.readableBytes
                 dequeuedBytes += frame.readableBytes
                 frames += 1
-                return frame
+                return (frame, nil)
             }
-            guard let next else { break }
-            wroteBytes += next.readableBytes
-            channel.write(next, promise: nil)
+            guard let (frame, rest) = next else { break }
+            wroteBytes += frame.readableBytes
+            channel.write(frame, promise: nil)
+            if let rest {
+                wroteBytes += rest.readableBytes
+                channel.write(rest, promise: nil)
+            }
             wrote = true
         }
         if wrote { channel.flush() }

@@ -31,12 +31,19 @@ enum ResourceChunkFrame {
 
     /// The whole frame, length field included, for `data` of `transfer`.
     static func encode(transfer: UInt32, data: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        var frame = allocator.buffer(capacity: 4 + headerLength + data.readableBytes)
-        frame.writeInteger(UInt32(headerLength + data.readableBytes))
-        frame.writeInteger(kind)
-        frame.writeInteger(transfer)
+        var frame = head(transfer: transfer, dataLength: data.readableBytes, allocator: allocator)
         frame.writeImmutableBuffer(data)
         return frame
+    }
+
+    /// The frame's first nine bytes (length field, kind and transfer ID) for `dataLength` data
+    /// bytes of `transfer`: the data follows it on the wire as it is, so it need not be copied.
+    static func head(transfer: UInt32, dataLength: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        var head = allocator.buffer(capacity: 4 + headerLength)
+        head.writeInteger(UInt32(headerLength + dataLength))
+        head.writeInteger(kind)
+        head.writeInteger(transfer)
+        return head
     }
 
     /// Reads a chunk from a frame body that ``isChunk(_:)``.

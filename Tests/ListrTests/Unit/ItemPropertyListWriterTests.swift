@@ -62,4 +62,30 @@ struct ItemPropertyListWriterTests {
         #expect(try ItemPropertyList.decode(data, checkingRules: false) == items)
         #expect(try PropertyListDecoder().decode([Entry].self, from: data).map(\.title) == items.map(\.title))
     }
+
+    @Test("written in pieces, the property list is the same bytes, its size is known first, and no piece is longer than asked unless one item is", arguments: [1, 64, 300, 4096, 1 << 20])
+    func pieces(pieceLength: Int) async throws {
+        for titles in [[], ["Milk"], (1...500).map { "item \($0) & <more>" }, ["é 日本語 🥛", String(repeating: "long ", count: 200)]] {
+            let items = items(titles)
+            let whole = try #require(ItemPropertyListWriter.data(for: items))
+            let pieces = try #require(ItemPropertyListPieces.make(for: items, pieceLength: pieceLength))
+            #expect(pieces.size == whole.count)
+            var joined = Data()
+            var count = 0
+            for await piece in pieces {
+                count += 1
+                let longestItem = items.compactMap { ItemPropertyListWriter.length(of: $0) }.max() ?? 0
+                #expect(piece.readableBytes <= Swift.max(pieceLength, longestItem + ItemPropertyListWriter.headLength(empty: items.isEmpty)))
+                #expect(piece.readableBytes > 0)
+                joined.append(contentsOf: piece.readableBytesView)
+            }
+            #expect(joined == whole)
+            if pieceLength >= 1 << 20 { #expect(count == 1) }
+        }
+    }
+
+    @Test("a list with a title only Foundation can write has no pieces (the dump encodes it whole)")
+    func piecesNeedTheFastWriter() {
+        #expect(ItemPropertyListPieces.make(for: items(["ok", "a\u{1}b"])) == nil)
+    }
 }

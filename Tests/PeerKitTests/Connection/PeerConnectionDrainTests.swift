@@ -32,4 +32,23 @@ struct PeerConnectionDrainTests {
         #expect(ping == PeerConnection.framesPerDrain, "the ping goes first in the next turn, not behind the backlog")
         #expect(written.filter { $0 != "ping" } == (0..<backlog).map { "data \($0)" }, "data frames keep their order")
     }
+
+    @Test("a resource chunk goes out as its head and then its data, untouched, and only once no other frame waits")
+    func bulkChunkIsHeadThenData() async throws {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
+        let data = ByteBuffer(repeating: 0x61, count: 1000)
+        connection.send(ByteBuffer(string: "message"))
+        try await connection.sendBulk(ResourceChunkFrame.head(transfer: 7, dataLength: data.readableBytes), data: data)
+        loop.run()
+        var written: [ByteBuffer] = []
+        while let frame = try channel.readOutbound(as: ByteBuffer.self) { written.append(frame) }
+        #expect(written.count == 3)
+        #expect(written.first == ByteBuffer(string: "message"), "the message waited for no chunk")
+        var wire = ByteBuffer()
+        for part in written.dropFirst() { wire.writeImmutableBuffer(part) }
+        #expect(wire == ResourceChunkFrame.encode(transfer: 7, data: data), "head and data make the chunk frame")
+        #expect(written.last == data)
+    }
 }

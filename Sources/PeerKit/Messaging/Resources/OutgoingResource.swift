@@ -98,7 +98,7 @@ public final class OutgoingResource: Sendable {
                         }
                         try await waitForWindow(sent: sent, adding: slice.readableBytes, window: window)
                         slice.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
-                        try await connection.sendBulk(ResourceChunkFrame.encode(transfer: transfer, data: slice))
+                        try await connection.sendBulk(ResourceChunkFrame.head(transfer: transfer, dataLength: slice.readableBytes), data: slice)
                         sent += Int64(slice.readableBytes)
                     }
                 }
