@@ -14,6 +14,8 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
 
     /// The items, a snapshot taken before writing starts.
     let items: [Item]
+    /// Each item's length in the property list (measured once, by ``make(for:pieceLength:)``).
+    let lengths: [Int]
     /// The whole property list's length in bytes.
     let size: Int
     /// How long a piece is, about.
@@ -21,25 +23,34 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
 
     /// The pieces of `items`' property list, or nil when one of them needs Foundation.
     static func make(for items: [Item], pieceLength: Int = 256 * 1024) -> ItemPropertyListPieces? {
-        guard let size = ItemPropertyListWriter.size(of: items) else { return nil }
-        return ItemPropertyListPieces(items: items, size: size, pieceLength: Swift.max(1, pieceLength))
+        var lengths: [Int] = []
+        lengths.reserveCapacity(items.count)
+        var size = ItemPropertyListWriter.headLength(empty: items.isEmpty) + ItemPropertyListWriter.tailLength(empty: items.isEmpty)
+        for item in items {
+            guard let length = ItemPropertyListWriter.length(of: item) else { return nil }
+            lengths.append(length)
+            size += length
+        }
+        return ItemPropertyListPieces(items: items, lengths: lengths, size: size, pieceLength: Swift.max(1, pieceLength))
     }
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(items: items, pieceLength: pieceLength)
+        Iterator(items: items, lengths: lengths, pieceLength: pieceLength)
     }
 
     /// Writes the next piece when asked for it.
     struct Iterator: AsyncIteratorProtocol {
         let items: [Item]
+        let lengths: [Int]
         let pieceLength: Int
         private var next = 0
         private var wroteHead = false
         private var wroteTail = false
         private let allocator = ByteBufferAllocator()
 
-        init(items: [Item], pieceLength: Int) {
+        init(items: [Item], lengths: [Int], pieceLength: Int) {
             self.items = items
+            self.lengths = lengths
             self.pieceLength = pieceLength
         }
 
@@ -56,8 +67,7 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
             var itemsInPiece = 0
             while next < items.endIndex {
                 let item = items[next]
-                // Measured by `make`: every item has a length.
-                let length = ItemPropertyListWriter.length(of: item) ?? 0
+                let length = lengths[next]
                 // Whole items only, and no growing the buffer, except for an item longer than a piece.
                 guard piece.readableBytes + length <= pieceLength || itemsInPiece == 0 else { break }
                 itemsInPiece += 1
