@@ -30,7 +30,9 @@ public final class IncomingResource: Sendable {
     /// The receiver's view of the transfer: bytes read by the handler, and the rate. The stream
     /// keeps only the newest value and ends when the transfer ends.
     public var progress: AsyncStream<ResourceProgress> { meter.stream }
-    /// The resource's bytes, in order, as they arrive; iterate once. The sequence ends after the
+    /// The resource's bytes, in order, as they arrive; iterate once. Each buffer is what one read
+    /// from the connection carried of a chunk (at most ``PeerConfiguration/resourceChunkLength``
+    /// bytes, often less): the boundaries carry no meaning. The sequence ends after the
     /// last chunk once the digest checked out, and throws if it does not
     /// (``PeerKitError/resourceDigestMismatch(name:peer:)``), or if the transfer is cancelled or
     /// its connection ends.
