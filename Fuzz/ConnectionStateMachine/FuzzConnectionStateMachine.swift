@@ -83,8 +83,13 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
             body = ByteBuffer(bytes: input.take(Int(input.byte() ?? 0)))
         }
         if ResourceChunkFrame.isChunk(body) {
-            // A binary chunk frame (the resources feature), as the handler routes it.
-            action = machine.chunkReceived(body, now: now)
+            // A binary chunk frame (the resources feature), as the decoder and handler route it:
+            // its data as a chunk, or refused when it is too short for its header.
+            if let chunk = try? ResourceChunkFrame.decode(body) {
+                action = machine.chunkReceived(chunk, now: now)
+            } else {
+                action = machine.frameRejected(.malformedEnvelope("a binary chunk frame is shorter than its 5-byte header"))
+            }
             break
         }
         guard let envelope = try? EnvelopeParser.parse(body) else {

@@ -6,8 +6,8 @@ import NIOEmbedded
 /// chunks whose sizes come from the input itself (a frame split anywhere must decode the same).
 ///
 /// Input: byte 0 picks the chunk size (1...256), the rest is the stream. Checks: no crash, every
-/// frame handed on is at most the limit, and the decoder either consumes the whole stream or
-/// reports a WireError.
+/// frame and chunk piece handed on is within the limit, and the decoder either consumes the whole
+/// stream or reports a WireError.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFrameDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     guard let start, count > 0 else { return 0 }
@@ -25,9 +25,15 @@ public func fuzzFrameDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
             chunk.writeBytes(UnsafeBufferPointer(rebasing: input[offset..<end]))
             try channel.writeInbound(chunk)
             offset = end
-            while let frame = try channel.readInbound(as: ByteBuffer.self) {
-                precondition(frame.readableBytes <= limit, "a frame of \(frame.readableBytes) bytes passed the \(limit)-byte limit")
-                _ = try? EnvelopeParser.parse(frame)
+            while let next = try channel.readInbound(as: InboundFrame.self) {
+                switch next {
+                case let .frame(frame):
+                    precondition(frame.readableBytes <= limit, "a frame of \(frame.readableBytes) bytes passed the \(limit)-byte limit")
+                    _ = try? EnvelopeParser.parse(frame)
+                case let .chunk(chunk, framingBytes):
+                    precondition(chunk.data.readableBytes <= limit - ResourceChunkFrame.headerLength, "a chunk piece of \(chunk.data.readableBytes) bytes passed the \(limit)-byte limit")
+                    precondition(framingBytes == 0 || framingBytes == 4 + ResourceChunkFrame.headerLength, "a chunk piece counted \(framingBytes) framing bytes")
+                }
             }
         }
         _ = try channel.finish()
