@@ -120,6 +120,14 @@ public final class IncomingResource: Sendable {
     /// Bytes arrived so far.
     var receivedBytes: Int64 { state.withLockedValue { $0.received } }
 
+    /// Pieces shorter than this are appended to the piece before them when that one is short too:
+    /// every buffered piece but the last is then at least this long or followed by one that is,
+    /// so a window of tiny chunk frames holds at most one buffer per 2 KiB.
+    static let smallPiece = 4096
+
+    /// How many buffers hold the bytes not yet read (a diagnostic for tests).
+    var bufferedPieceCount: Int { state.withLockedValue { $0.buffered.count } }
+
     /// Whether the transfer completed or failed.
     var isEnded: Bool { state.withLockedValue { $0.completed || $0.failure != nil } }
 
@@ -204,7 +212,14 @@ public final class IncomingResource: Sendable {
             if let size, state.received + Int64(data.readableBytes) > size {
                 return "the resource \"\(LogSafe.text(name, maximumBytes: 80))\" sent more than the \(size) bytes it announced"
             }
-            state.buffered.append(data)
+            if data.readableBytes < Self.smallPiece, let last = state.buffered.indices.last,
+               state.buffered[last].readableBytes < Self.smallPiece {
+                // A run of small pieces (tiny chunk frames, a trickling sender) is gathered into
+                // one buffer, so what the window holds costs its bytes, not a buffer per byte.
+                state.buffered[last].writeImmutableBuffer(data)
+            } else {
+                state.buffered.append(data)
+            }
             state.bufferedBytes += data.readableBytes
             state.received += Int64(data.readableBytes)
             waiter = state.waiter
