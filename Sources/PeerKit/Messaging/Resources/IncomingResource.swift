@@ -212,11 +212,13 @@ public final class IncomingResource: Sendable {
             if let size, state.received + Int64(data.readableBytes) > size {
                 return "the resource \"\(LogSafe.text(name, maximumBytes: 80))\" sent more than the \(size) bytes it announced"
             }
-            if data.readableBytes < Self.smallPiece, let last = state.buffered.indices.last,
-               state.buffered[last].readableBytes < Self.smallPiece {
+            if data.readableBytes < Self.smallPiece, (state.buffered.last?.readableBytes ?? Self.smallPiece) < Self.smallPiece {
                 // A run of small pieces (tiny chunk frames, a trickling sender) is gathered into
                 // one buffer, so what the window holds costs its bytes, not a buffer per byte.
-                state.buffered[last].writeImmutableBuffer(data)
+                // Taken out first, so that the buffer is not shared and grows in place.
+                var gathered = state.buffered.removeLast()
+                gathered.writeImmutableBuffer(data)
+                state.buffered.append(gathered)
             } else {
                 state.buffered.append(data)
             }
