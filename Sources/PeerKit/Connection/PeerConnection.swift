@@ -7,7 +7,7 @@ import NIOCore
 /// batches: the first frame queued in a tick schedules one drain, which writes and flushes once.
 /// Data frames move to the channel only while it is writable, so a backlog waits here rather than
 /// in the socket's buffers, and urgent frames (pings and pongs) overtake it. Resource chunks
-/// (``sendBulk(_:)``) come last: one is written only when no other frame waits, and each sender
+/// (``sendBulk(_:data:)``) come last: one is written only when no other frame waits, and each sender
 /// may have only one chunk waiting, so a message queued during a large transfer waits for at most
 /// the one chunk being written. ``waitUntilWritable()``
 /// lets senders wait while the outbox is over its high-water mark; the connection's state machine
