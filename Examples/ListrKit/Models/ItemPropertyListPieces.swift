@@ -5,10 +5,9 @@ import NIOCore
 /// written while it travels and never exists whole in memory.
 ///
 /// Each piece holds whole items and at most ``pieceLength`` bytes (more only for an item longer
-/// than that);
-/// ``size`` is measured first, so the receiver sees the total. Made with ``make(for:pieceLength:)``,
-/// which returns nil when an item needs Foundation's writer (the caller then encodes the list
-/// whole).
+/// than that). ``size`` is measured first, so the receiver sees the total. Made with
+/// ``make(for:pieceLength:)``, which returns nil when an item needs Foundation's writer (the
+/// caller then encodes the list whole).
 struct ItemPropertyListPieces: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
@@ -18,7 +17,7 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
     let lengths: [Int]
     /// The whole property list's length in bytes.
     let size: Int
-    /// How long a piece is, about.
+    /// The longest piece, in bytes (unless one item is longer).
     let pieceLength: Int
 
     /// The pieces of `items`' property list, or nil when one of them needs Foundation.
