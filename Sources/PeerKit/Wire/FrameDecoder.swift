@@ -14,9 +14,10 @@ import NIOCore
 ///
 /// **Envelopes** are gathered whole and passed on as ``InboundFrame/frame(_:)``.
 ///
-/// **Binary chunk frames** (``ResourceChunkFrame``) are not gathered: once the 5-byte header is
-/// read, every read's share of the frame's data goes up at once as ``InboundFrame/chunk(_:framingBytes:)``,
-/// a slice of the buffer the socket was read into. Gathering a 256 KiB chunk from 64 KiB reads
+/// **Binary chunk frames** (``ResourceChunkFrame``) are not gathered (which is why this decoder
+/// splits frames itself: NIOExtras' `LengthFieldBasedFrameDecoder` hands on whole frames only).
+/// Once the 5-byte header is read, every read's share of the frame's data goes up at once as
+/// ``InboundFrame/chunk(_:framingBytes:)``, a slice of the buffer the socket was read into. Gathering a 256 KiB chunk from 64 KiB reads
 /// copied every byte of a resource once more and, as `ByteToMessageHandler` compacted its buffer
 /// while the chunks before were still held, reallocated it; passing pieces on leaves that
 /// buffer empty after each read, so the next read is taken as it is. A piece that would keep a
