@@ -13,7 +13,7 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
 
     /// The items, a snapshot taken before writing starts.
     let items: [Item]
-    /// Each item's length in the property list (measured once, by ``make(for:pieceLength:)``).
+    /// Each item's length in the property list (measured once, by ``ItemPropertyListWriter/measure(_:)``).
     let lengths: [Int]
     /// The whole property list's length in bytes.
     let size: Int
@@ -22,15 +22,8 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
 
     /// The pieces of `items`' property list, or nil when one of them needs Foundation.
     static func make(for items: [Item], pieceLength: Int = 256 * 1024) -> ItemPropertyListPieces? {
-        var lengths: [Int] = []
-        lengths.reserveCapacity(items.count)
-        var size = ItemPropertyListWriter.headLength(empty: items.isEmpty) + ItemPropertyListWriter.tailLength(empty: items.isEmpty)
-        for item in items {
-            guard let length = ItemPropertyListWriter.length(of: item) else { return nil }
-            lengths.append(length)
-            size += length
-        }
-        return ItemPropertyListPieces(items: items, lengths: lengths, size: size, pieceLength: Swift.max(1, pieceLength))
+        guard let measured = ItemPropertyListWriter.measure(items) else { return nil }
+        return ItemPropertyListPieces(items: items, lengths: measured.lengths, size: measured.size, pieceLength: Swift.max(1, pieceLength))
     }
 
     func makeAsyncIterator() -> Iterator {

@@ -15,7 +15,7 @@ import Foundation
 enum ItemPropertyListWriter {
     /// The property list of `items`, or nil when one of them needs Foundation.
     static func data(for items: [Item]) -> Data? {
-        guard let size = size(of: items) else { return nil }
+        guard let size = measure(items)?.size else { return nil }
         var data = Data(count: size)
         let written = data.withUnsafeMutableBytes { raw -> Int in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 0 }
@@ -30,14 +30,18 @@ enum ItemPropertyListWriter {
         return written == size ? data : nil
     }
 
-    /// How many bytes the property list of `items` takes, or nil when one of them needs Foundation.
-    static func size(of items: [Item]) -> Int? {
+    /// Each item's length in the property list of `items` and the whole list's, or nil when one
+    /// of them needs Foundation.
+    static func measure(_ items: [Item]) -> (lengths: [Int], size: Int)? {
+        var lengths: [Int] = []
+        lengths.reserveCapacity(items.count)
         var size = headLength(empty: items.isEmpty) + tailLength(empty: items.isEmpty)
         for item in items {
             guard let length = length(of: item) else { return nil }
+            lengths.append(length)
             size += length
         }
-        return size
+        return (lengths, size)
     }
 
     /// The bytes of one item's `<dict>`, or nil when its title needs Foundation.
