@@ -128,6 +128,7 @@ let package = Package(
                 "PeerKit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Examples/ListrKit",
@@ -201,6 +202,7 @@ let package = Package(
             name: "ListrTests",
             dependencies: [
                 "ListrKit", "PeerKit", "PeerKitTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

@@ -1,80 +1,113 @@
 import NIOCore
 
 /// The property list of a list of items (what ``ItemPropertyList/encode(_:)`` writes), written
-/// piece by piece as it is read: for a `store dump` sent as a resource, so that the dump is
-/// written while it travels and never exists whole in memory.
+/// piece by piece from the list's ``ItemRows`` as it is sent: for a `store dump` sent as a
+/// resource, so that the dump exists neither whole nor as items in memory.
 ///
 /// Each piece holds whole items and at most ``pieceLength`` bytes (more only for an item longer
-/// than that). ``size`` is measured first, so the receiver sees the total. Made with
-/// ``make(for:pieceLength:)``, which returns nil when an item needs Foundation's writer (the
-/// caller then encodes the list whole).
+/// than that). ``size`` is measured first, in a pass over the rows that builds nothing, so the
+/// receiver sees the total. Made with ``make(rows:pieceLength:)``, which returns nil when an item
+/// needs Foundation's writer (the caller then encodes the list whole).
 struct ItemPropertyListPieces: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
-    /// The items, a snapshot taken before writing starts.
-    let items: [Item]
-    /// Each item's length in the property list (measured once, by ``ItemPropertyListWriter/measure(_:)``).
-    let lengths: [Int]
+    /// The rows, an unchanging view of the list taken before writing starts.
+    let rows: any ItemRows
     /// The whole property list's length in bytes.
     let size: Int
+    /// Whether the list has no items (its property list is then `<array/>`).
+    let isEmpty: Bool
     /// The longest piece, in bytes (unless one item is longer).
     let pieceLength: Int
 
-    /// The pieces of `items`' property list, or nil when one of them needs Foundation.
-    static func make(for items: [Item], pieceLength: Int = 256 * 1024) -> ItemPropertyListPieces? {
-        guard let measured = ItemPropertyListWriter.measure(items) else { return nil }
-        return ItemPropertyListPieces(items: items, lengths: measured.lengths, size: measured.size, pieceLength: Swift.max(1, pieceLength))
+    /// The pieces of the property list of `rows`, or nil when one of them needs Foundation.
+    static func make(rows: any ItemRows, pieceLength: Int = 256 * 1024) throws(ListrError) -> ItemPropertyListPieces? {
+        var itemsLength = 0
+        var count = 0
+        var writable = true
+        try rows.forEach(after: 0) { row in
+            guard let length = ItemPropertyListWriter.length(of: row) else {
+                writable = false
+                return false
+            }
+            itemsLength += length
+            count += 1
+            return true
+        }
+        guard writable else { return nil }
+        let isEmpty = count == 0
+        let size = ItemPropertyListWriter.headLength(empty: isEmpty) + itemsLength + ItemPropertyListWriter.tailLength(empty: isEmpty)
+        return ItemPropertyListPieces(rows: rows, size: size, isEmpty: isEmpty, pieceLength: Swift.max(1, pieceLength))
     }
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(items: items, lengths: lengths, pieceLength: pieceLength)
+        Iterator(rows: rows, isEmpty: isEmpty, pieceLength: pieceLength)
     }
 
-    /// Writes the next piece when asked for it.
+    /// Reads and writes the next piece when asked for it.
     struct Iterator: AsyncIteratorProtocol {
-        let items: [Item]
-        let lengths: [Int]
+        let rows: any ItemRows
+        let isEmpty: Bool
         let pieceLength: Int
-        private var next = 0
+        /// The key of the last row written.
+        private var lastKey: Int64 = 0
         private var wroteHead = false
+        private var wroteRows = false
         private var wroteTail = false
         private let allocator = ByteBufferAllocator()
 
-        init(items: [Item], lengths: [Int], pieceLength: Int) {
-            self.items = items
-            self.lengths = lengths
+        init(rows: any ItemRows, isEmpty: Bool, pieceLength: Int) {
+            self.rows = rows
+            self.isEmpty = isEmpty
             self.pieceLength = pieceLength
         }
 
-        mutating func next() async -> ByteBuffer? {
+        mutating func next() async throws -> ByteBuffer? {
             guard !wroteTail else { return nil }
-            let empty = items.isEmpty
             var piece = allocator.buffer(capacity: pieceLength)
             if !wroteHead {
-                piece.writeWithUnsafeMutableBytes(minimumWritableBytes: ItemPropertyListWriter.headLength(empty: empty)) { raw in
-                    raw.baseAddress.map { ItemPropertyListWriter.writeHead(empty: empty, at: $0.assumingMemoryBound(to: UInt8.self)) } ?? 0
+                piece.writeWithUnsafeMutableBytes(minimumWritableBytes: ItemPropertyListWriter.headLength(empty: isEmpty)) { raw in
+                    raw.baseAddress.map { ItemPropertyListWriter.writeHead(empty: isEmpty, at: $0.assumingMemoryBound(to: UInt8.self)) } ?? 0
                 }
                 wroteHead = true
             }
-            var itemsInPiece = 0
-            while next < items.endIndex {
-                let item = items[next]
-                let length = lengths[next]
-                // Whole items only, and no growing the buffer, except for an item longer than a piece.
-                guard piece.readableBytes + length <= pieceLength || itemsInPiece == 0 else { break }
-                itemsInPiece += 1
-                piece.writeWithUnsafeMutableBytes(minimumWritableBytes: length) { raw in
-                    raw.baseAddress.map { ItemPropertyListWriter.write(item, at: $0.assumingMemoryBound(to: UInt8.self)) } ?? 0
-                }
-                next += 1
+            if !wroteRows {
+                try writeRows(into: &piece)
             }
-            if next == items.endIndex, piece.readableBytes + ItemPropertyListWriter.tailLength(empty: empty) <= pieceLength || piece.readableBytes == 0 {
-                piece.writeWithUnsafeMutableBytes(minimumWritableBytes: ItemPropertyListWriter.tailLength(empty: empty)) { raw in
-                    raw.baseAddress.map { ItemPropertyListWriter.writeTail(empty: empty, at: $0.assumingMemoryBound(to: UInt8.self)) } ?? 0
+            let tailLength = ItemPropertyListWriter.tailLength(empty: isEmpty)
+            if wroteRows, piece.readableBytes + tailLength <= pieceLength || piece.readableBytes == 0 {
+                piece.writeWithUnsafeMutableBytes(minimumWritableBytes: tailLength) { raw in
+                    raw.baseAddress.map { ItemPropertyListWriter.writeTail(empty: isEmpty, at: $0.assumingMemoryBound(to: UInt8.self)) } ?? 0
                 }
                 wroteTail = true
             }
             return piece
+        }
+
+        /// Appends the rows after ``lastKey`` that fit in the piece (at least one, however long).
+        /// The rows were measured, and so checked, by ``make(rows:pieceLength:)``; a row is
+        /// given room for its longest escaping, so a piece may end a little short.
+        private mutating func writeRows(into piece: inout ByteBuffer) throws(ListrError) {
+            let pieceLength = pieceLength
+            var lastKey = lastKey
+            var itemsInPiece = 0
+            var full = false
+            try rows.forEach(after: lastKey) { row in
+                let room = ItemPropertyListWriter.maximumLength(of: row)
+                // Whole items only, and no growing the buffer, except for an item longer than a piece.
+                guard piece.readableBytes + room <= pieceLength || itemsInPiece == 0 else {
+                    full = true
+                    return false
+                }
+                piece.writeWithUnsafeMutableBytes(minimumWritableBytes: room) { raw in
+                    raw.baseAddress.map { ItemPropertyListWriter.write(row, at: $0.assumingMemoryBound(to: UInt8.self)) } ?? 0
+                }
+                itemsInPiece += 1
+                lastKey = row.key
+                return true
+            }
+            self.lastKey = lastKey
+            wroteRows = !full
         }
     }
 }

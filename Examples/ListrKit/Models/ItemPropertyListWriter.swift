@@ -7,7 +7,7 @@ import Foundation
 /// bytes: the XML property list `PropertyListEncoder` writes for an array of dicts with the keys
 /// `done`, `id` and `title`, byte for byte (the tests compare the two). It measures the output
 /// first, then writes it through a pointer into one buffer of exactly that size, copying each
-/// title's runs without `&`, `<` and `>` whole (found eight bytes at a time).
+/// title's runs without `&`, `<` and `>` whole (found sixteen bytes at a time).
 ///
 /// A title with a character this writer does not know how Foundation writes (a control character
 /// other than tab and line feed) makes it return nil, and the caller falls back to Foundation. So
@@ -46,9 +46,28 @@ enum ItemPropertyListWriter {
 
     /// The bytes of one item's `<dict>`, or nil when its title needs Foundation.
     static func length(of item: Item) -> Int? {
-        guard let title = escapedCount(of: item.title) else { return nil }
-        return (item.done ? doneTrue : doneFalse).utf8CodeUnitCount + uuidLength
-            + betweenIDAndTitle.utf8CodeUnitCount + title + afterTitle.utf8CodeUnitCount
+        var title = item.title
+        return title.withUTF8 { length(done: item.done, escapedTitle: escapedCount(of: $0)) }
+    }
+
+    /// The bytes of one row's `<dict>`, or nil when its title needs Foundation or is not valid
+    /// UTF-8 (a row read from a database file is not checked as a `String` is).
+    static func length(of row: ItemRow) -> Int? {
+        guard isValidUTF8(row.title) else { return nil }
+        return length(done: row.done, escapedTitle: escapedCount(of: row.title))
+    }
+
+    /// The most bytes one row's `<dict>` can take, whatever its title holds (each title byte
+    /// escaped as `&amp;`): room enough to write it without measuring it first.
+    static func maximumLength(of row: ItemRow) -> Int {
+        doneFalse.utf8CodeUnitCount + uuidLength + betweenIDAndTitle.utf8CodeUnitCount
+            + row.title.count * 5 + afterTitle.utf8CodeUnitCount
+    }
+
+    private static func length(done: Bool, escapedTitle: Int?) -> Int? {
+        guard let escapedTitle else { return nil }
+        return (done ? doneTrue : doneFalse).utf8CodeUnitCount + uuidLength
+            + betweenIDAndTitle.utf8CodeUnitCount + escapedTitle + afterTitle.utf8CodeUnitCount
     }
 
     static func headLength(empty: Bool) -> Int {
@@ -66,10 +85,11 @@ enum ItemPropertyListWriter {
         return output.next - base
     }
 
-    /// Writes one item (``length(of:)`` bytes, which the caller checked) at `base`.
-    static func write(_ item: Item, at base: UnsafeMutablePointer<UInt8>) -> Int {
+    /// Writes one row at `base`, where the caller made room for its ``maximumLength(of:)``;
+    /// returns its length. The row's title must have been checked with `length(of:)`.
+    static func write(_ row: ItemRow, at base: UnsafeMutablePointer<UInt8>) -> Int {
         var output = Output(next: base)
-        output.append(item)
+        output.append(done: row.done, id: row.id, title: row.title)
         return output.next - base
     }
 
@@ -98,10 +118,15 @@ enum ItemPropertyListWriter {
         }
 
         mutating func append(_ item: Item) {
-            append(item.done ? doneTrue : doneFalse)
-            appendUUID(item.id)
+            var title = item.title
+            title.withUTF8 { append(done: item.done, id: item.id.uuid, title: $0) }
+        }
+
+        mutating func append(done: Bool, id: uuid_t, title: UnsafeBufferPointer<UInt8>) {
+            append(done ? doneTrue : doneFalse)
+            appendUUID(id)
             append(betweenIDAndTitle)
-            appendEscaped(item.title)
+            appendEscaped(title)
             append(afterTitle)
         }
 
@@ -112,8 +137,8 @@ enum ItemPropertyListWriter {
 
         /// `id` as `UUID.uuidString` spells it (upper-case hex, 8-4-4-4-12), without the
         /// formatted printing that costs.
-        mutating func appendUUID(_ id: UUID) {
-            withUnsafeBytes(of: id.uuid) { raw in
+        mutating func appendUUID(_ id: uuid_t) {
+            withUnsafeBytes(of: id) { raw in
                 for (index, byte) in raw.enumerated() {
                     if index == 4 || index == 6 || index == 8 || index == 10 {
                         next.pointee = UInt8(ascii: "-")
@@ -127,58 +152,72 @@ enum ItemPropertyListWriter {
         }
 
         /// `text` with `&`, `<` and `>` as entities (checked by ``escapedCount(of:)`` first).
-        mutating func appendEscaped(_ text: String) {
-            var text = text
-            text.withUTF8 { utf8 in
-                guard let base = utf8.baseAddress else { return }
-                var start = 0
-                while let special = nextSpecial(in: utf8, from: start) {
-                    append(base + start, count: special - start)
-                    switch utf8[special] {
-                    case UInt8(ascii: "&"): append("&amp;")
-                    case UInt8(ascii: "<"): append("&lt;")
-                    case UInt8(ascii: ">"): append("&gt;")
-                    default: append(base + special, count: 1)  // a tab or a line feed
-                    }
-                    start = special + 1
-                }
-                append(base + start, count: utf8.count - start)
-            }
-        }
-    }
-
-    /// How many bytes `text` takes escaped, or nil for a control character other than tab and
-    /// line feed.
-    private static func escapedCount(of text: String) -> Int? {
-        var text = text
-        return text.withUTF8 { utf8 -> Int? in
-            var count = utf8.count
+        mutating func appendEscaped(_ utf8: UnsafeBufferPointer<UInt8>) {
+            guard let base = utf8.baseAddress else { return }
             var start = 0
             while let special = nextSpecial(in: utf8, from: start) {
+                append(base + start, count: special - start)
                 switch utf8[special] {
-                case UInt8(ascii: "&"): count += 4
-                case UInt8(ascii: "<"), UInt8(ascii: ">"): count += 3
-                case UInt8(ascii: "\t"), UInt8(ascii: "\n"): break
-                default: return nil
+                case UInt8(ascii: "&"): append("&amp;")
+                case UInt8(ascii: "<"): append("&lt;")
+                case UInt8(ascii: ">"): append("&gt;")
+                default: append(base + special, count: 1)  // a tab or a line feed
                 }
                 start = special + 1
             }
-            return count
+            append(base + start, count: utf8.count - start)
         }
     }
 
+    /// How many bytes the UTF-8 text `utf8` takes escaped, or nil for a control character other
+    /// than tab and line feed.
+    private static func escapedCount(of utf8: UnsafeBufferPointer<UInt8>) -> Int? {
+        var count = utf8.count
+        var start = 0
+        while let special = nextSpecial(in: utf8, from: start) {
+            switch utf8[special] {
+            case UInt8(ascii: "&"): count += 4
+            case UInt8(ascii: "<"), UInt8(ascii: ">"): count += 3
+            case UInt8(ascii: "\t"), UInt8(ascii: "\n"): break
+            default: return nil
+            }
+            start = special + 1
+        }
+        return count
+    }
+
+    /// Whether `bytes` are valid UTF-8: ASCII is checked eight bytes at a time, and only a title
+    /// with other bytes goes through the standard library's validation.
+    static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = UnsafeRawPointer(bytes.baseAddress) else { return true }
+        var index = 0
+        var high: UInt64 = 0
+        while index + 8 <= bytes.count {
+            high |= base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            high |= UInt64(bytes[index])
+            index += 1
+        }
+        return high & repeated(0x80) == 0 || String(validating: bytes, as: UTF8.self) != nil
+    }
+
     /// The index of the first byte at or after `start` that is `&`, `<`, `>` or below 0x20, or
-    /// nil. Eight bytes at a time: a word with none of them is skipped whole.
+    /// nil. Sixteen bytes at a time (one SSE2 compare each): a block with none of them is
+    /// skipped whole.
     private static func nextSpecial(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
         guard let base = UnsafeRawPointer(bytes.baseAddress) else { return nil }
+        let ampersand = SIMD16<UInt8>(repeating: UInt8(ascii: "&"))
+        let lessThan = SIMD16<UInt8>(repeating: UInt8(ascii: "<"))
+        let greaterThan = SIMD16<UInt8>(repeating: UInt8(ascii: ">"))
+        let space = SIMD16<UInt8>(repeating: 0x20)
         var index = start
-        while index + 8 <= bytes.count {
-            let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-            if hasZeroByte(word ^ repeated(UInt8(ascii: "&"))) || hasZeroByte(word ^ repeated(UInt8(ascii: "<")))
-                || hasZeroByte(word ^ repeated(UInt8(ascii: ">"))) || hasByteBelowSpace(word) {
-                break  // one of these eight is special: find it byte by byte
-            }
-            index += 8
+        while index + 16 <= bytes.count {
+            let block = base.loadUnaligned(fromByteOffset: index, as: SIMD16<UInt8>.self)
+            let special = (block .== ampersand) .| (block .== lessThan) .| (block .== greaterThan) .| (block .< space)
+            if any(special) { break }  // one of these sixteen is special: find it byte by byte
+            index += 16
         }
         while index < bytes.count {
             if isSpecial(bytes[index]) { return index }
@@ -193,16 +232,6 @@ enum ItemPropertyListWriter {
 
     /// `byte` in each of a word's eight bytes.
     private static func repeated(_ byte: UInt8) -> UInt64 { 0x0101_0101_0101_0101 &* UInt64(byte) }
-
-    /// Whether one of the word's bytes is 0 (exact: the borrow trick has no false positives).
-    private static func hasZeroByte(_ word: UInt64) -> Bool {
-        (word &- repeated(1)) & ~word & repeated(0x80) != 0
-    }
-
-    /// Whether one of the word's bytes is below 0x20 (exact for bounds up to 0x80).
-    private static func hasByteBelowSpace(_ word: UInt64) -> Bool {
-        (word &- repeated(0x20)) & ~word & repeated(0x80) != 0
-    }
 
     private static let uuidLength = 36
     private static let hexDigits: [UInt8] = Array("0123456789ABCDEF".utf8)

@@ -22,4 +22,13 @@ public protocol ItemPersistence: Sendable {
     func loadSettings() throws(ListrError) -> ListrSettings?
     /// Saves `settings`.
     func saveSettings(_ settings: ListrSettings) throws(ListrError)
+    /// Every item as it is now, for a dump that reads them while later changes go on; the
+    /// default reads them into memory with ``items(offset:limit:)``.
+    func dumpRows() throws(ListrError) -> any ItemRows
+}
+
+extension ItemPersistence {
+    public func dumpRows() throws(ListrError) -> any ItemRows {
+        ItemArrayRows(items: try items(offset: 0, limit: nil))
+    }
 }

@@ -37,6 +37,12 @@ public actor ItemStore {
         get throws(ListrError) { try persistence.items(offset: 0, limit: nil) }
     }
 
+    /// Every item as it is now, for a `store dump`: changes made while the dump reads them
+    /// neither wait for it nor show up in it (see ``ItemPersistence/dumpRows()``).
+    public func dumpRows() throws(ListrError) -> any ItemRows {
+        try persistence.dumpRows()
+    }
+
     /// Up to `limit` items (all when nil) from the 0-based `offset` on.
     public func items(offset: Int, limit: Int?) throws(ListrError) -> [Item] {
         guard offset >= 0 else { throw .invalidPage(reason: "the offset \(offset) is negative") }

@@ -26,8 +26,15 @@ import GRDB
 /// cache). The price is one fsync per change, the same on a list of 200,000 items as on an
 /// empty one.
 ///
-/// **Cache.** The page cache is ``cacheSize`` (64 MiB) rather than SQLite's 2 MiB, so that a
-/// replace of 200,000 items (about 30 MB of pages) does not spill and re-read pages mid-transaction.
+/// **Cache.** The writer's page cache is ``cacheSize`` (64 MiB) rather than SQLite's 2 MiB, so
+/// that a replace of 200,000 items (about 30 MB of pages) does not spill and re-read pages
+/// mid-transaction. Readers keep SQLite's default cache and map the file instead (``mapSize``).
+///
+/// **Connections.** A store file is opened as a GRDB `DatabasePool`: one writer, and readers
+/// that see the last commit. A `store dump` reads from a snapshot of its own
+/// (``dumpRows()``), a read transaction held while the dump travels, so that changes made
+/// meanwhile neither wait for it nor show up in it. An in-memory database (for tests) is one
+/// connection, and its dumps read the items into memory.
 public final class ListrDatabase: ItemPersistence {
     /// `PRAGMA application_id` of a Listr database: `0x4C535452`, "LSTR".
     public static let applicationID: Int32 = 0x4C53_5452
@@ -37,9 +44,14 @@ public final class ListrDatabase: ItemPersistence {
     /// The most memory SQLite's page cache may take: 64 MiB.
     public static let cacheSize = 64 * 1024 * 1024
 
+    /// How much of the database file a reader (a dump's snapshot, above all) maps into memory,
+    /// so that it reads pages in place rather than through a `pread` each: 1 GiB of address
+    /// space, of which only what is read takes memory.
+    public static let mapSize = 1 << 30
+
     /// The database file's path (`:memory:` for an in-memory one).
     public let path: String
-    private let queue: DatabaseQueue
+    private let writer: any DatabaseWriter
 
     /// Opens the Listr database at `path`, which ``StoreFile`` has inspected; WAL mode,
     /// `synchronous = FULL`. Throws ``ListrError/storeReadOnly(path:reason:)`` when it cannot be
@@ -48,9 +60,10 @@ public final class ListrDatabase: ItemPersistence {
         var configuration = Self.configuration()
         configuration.journalMode = .wal
         do {
-            queue = try DatabaseQueue(path: path, configuration: configuration)
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            writer = pool
             // A write at once: a store that cannot be written is refused now, not at the first change.
-            try queue.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE; COMMIT") }
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "BEGIN IMMEDIATE; COMMIT") }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_READONLY || error.resultCode == .SQLITE_CANTOPEN {
             throw .storeReadOnly(path: path, reason: Self.reason(error))
         } catch {
@@ -65,8 +78,9 @@ public final class ListrDatabase: ItemPersistence {
     }
 
     private init(memory: Void) throws {
-        queue = try DatabaseQueue(configuration: Self.configuration())
+        let queue = try DatabaseQueue(configuration: Self.configuration())
         try queue.write { db in try Self.createSchema(db) }
+        writer = queue
         path = ":memory:"
     }
 
@@ -74,7 +88,13 @@ public final class ListrDatabase: ItemPersistence {
         var configuration = Configuration()
         configuration.label = "listr"
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL; PRAGMA cache_size = -\(cacheSize / 1024)")
+            // Readers (and snapshots) keep SQLite's small default cache: each would otherwise
+            // hold up to 64 MiB after one dump.
+            if db.configuration.readonly {
+                try db.execute(sql: "PRAGMA mmap_size = \(mapSize)")
+            } else {
+                try db.execute(sql: "PRAGMA synchronous = FULL; PRAGMA cache_size = -\(cacheSize / 1024)")
+            }
         }
         return configuration
     }
@@ -158,6 +178,20 @@ public final class ListrDatabase: ItemPersistence {
                 items.append(try Self.item(row, position: position))
             }
             return items
+        }
+    }
+
+    /// Every item as it is now, read from a snapshot of the database file (a read transaction on
+    /// a connection of its own, closed when the rows are released); in memory for an in-memory
+    /// database.
+    public func dumpRows() throws(ListrError) -> any ItemRows {
+        guard let pool = writer as? DatabasePool else {
+            return ItemArrayRows(items: try items(offset: 0, limit: nil))
+        }
+        do {
+            return DatabaseItemRows(snapshot: try pool.makeSnapshot(), path: path)
+        } catch {
+            throw .storeUnreadable(path: path, reason: Self.reason(error))
         }
     }
 
@@ -251,7 +285,7 @@ public final class ListrDatabase: ItemPersistence {
 
     private func read<T>(_ body: (Database) throws -> T) throws(ListrError) -> T {
         do {
-            return try queue.read(body)
+            return try writer.read(body)
         } catch let error as ListrError {
             throw error
         } catch {
@@ -261,7 +295,7 @@ public final class ListrDatabase: ItemPersistence {
 
     private func write<T>(_ body: (Database) throws -> T) throws(ListrError) -> T {
         do {
-            return try queue.write(body)
+            return try writer.write(body)
         } catch let error as ListrError {
             throw error
         } catch {

@@ -71,14 +71,21 @@ public struct ListrRequestHandler: Sendable {
 
     /// The whole list as an XML property list, for a dump sent as a resource, and its size.
     ///
-    /// The list is read at once (one consistent snapshot); its property list is then written
-    /// piece by piece as the resource is sent, so it never exists whole in memory and the
-    /// writing overlaps the transfer. A list with a title only Foundation's writer can write is
-    /// encoded whole first.
+    /// The list is one consistent snapshot (``ItemStore/dumpRows()``), read once to measure its
+    /// property list and again while the property list is written piece by piece as the
+    /// resource is sent: neither the list nor its property list exists whole in memory, the
+    /// writing overlaps the transfer, and changes made meanwhile go on. A list with a title only
+    /// Foundation's writer can write is encoded whole first.
     public func dump() async throws(ListrError) -> (source: ResourceSource, size: Int64) {
-        let items = try await store.items
-        if let pieces = ItemPropertyListPieces.make(for: items) {
+        let rows = try await store.dumpRows()
+        if let pieces = try ItemPropertyListPieces.make(rows: rows) {
             return (.chunks(pieces, size: Int64(pieces.size)), Int64(pieces.size))
+        }
+        // A title only Foundation can write: the same rows are encoded whole.
+        var items: [Item] = []
+        try rows.forEach(after: 0) { row in
+            items.append(Item(id: UUID(uuid: row.id), title: String(decoding: row.title, as: UTF8.self), done: row.done))
+            return true
         }
         do {
             let data = try ItemPropertyList.encode(items)

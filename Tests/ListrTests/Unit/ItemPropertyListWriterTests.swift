@@ -68,11 +68,11 @@ struct ItemPropertyListWriterTests {
         for titles in [[], ["Milk"], (1...500).map { "item \($0) & <more>" }, ["é 日本語 🥛", String(repeating: "long ", count: 200)]] {
             let items = items(titles)
             let whole = try #require(ItemPropertyListWriter.data(for: items))
-            let pieces = try #require(ItemPropertyListPieces.make(for: items, pieceLength: pieceLength))
+            let pieces = try #require(try ItemPropertyListPieces.make(rows: ItemArrayRows(items: items), pieceLength: pieceLength))
             #expect(pieces.size == whole.count)
             var joined = Data()
             var count = 0
-            for await piece in pieces {
+            for try await piece in pieces {
                 count += 1
                 let longestItem = items.compactMap { ItemPropertyListWriter.length(of: $0) }.max() ?? 0
                 #expect(piece.readableBytes <= Swift.max(pieceLength, longestItem + ItemPropertyListWriter.headLength(empty: items.isEmpty)))
@@ -85,7 +85,38 @@ struct ItemPropertyListWriterTests {
     }
 
     @Test("a list with a title only Foundation can write has no pieces (the dump encodes it whole)")
-    func piecesNeedTheFastWriter() {
-        #expect(ItemPropertyListPieces.make(for: items(["ok", "a\u{1}b"])) == nil)
+    func piecesNeedTheFastWriter() throws {
+        #expect(try ItemPropertyListPieces.make(rows: ItemArrayRows(items: items(["ok", "a\u{1}b"]))) == nil)
+    }
+
+    @Test("titles full of characters to escape are written whole, in pieces no longer than asked", arguments: [200, 4096])
+    func piecesOfEscapes(pieceLength: Int) async throws {
+        let items = items((1...200).map { String(repeating: "&<>", count: $0 % 40) })
+        let whole = try #require(ItemPropertyListWriter.data(for: items))
+        let pieces = try #require(try ItemPropertyListPieces.make(rows: ItemArrayRows(items: items), pieceLength: pieceLength))
+        let longestItem = items.compactMap { ItemPropertyListWriter.length(of: $0) }.max() ?? 0
+        var joined = Data()
+        for try await piece in pieces {
+            #expect(piece.readableBytes <= Swift.max(pieceLength, longestItem + ItemPropertyListWriter.headLength(empty: false)))
+            joined.append(contentsOf: piece.readableBytesView)
+        }
+        #expect(joined == whole)
+    }
+
+    @Test("a row whose title is not UTF-8 is left to Foundation, as a control character is")
+    func invalidUTF8Rows() throws {
+        struct RawRows: ItemRows {
+            let titles: [[UInt8]]
+            func forEach(after key: Int64, _ body: (ItemRow) -> Bool) {
+                for (index, title) in titles.enumerated() where Int64(index + 1) > key {
+                    let more = title.withUnsafeBufferPointer { body(ItemRow(key: Int64(index + 1), id: UUID().uuid, title: $0, done: false)) }
+                    guard more else { return }
+                }
+            }
+        }
+        #expect(try ItemPropertyListPieces.make(rows: RawRows(titles: [Array("ok".utf8), Array("é 🥛".utf8)])) != nil)
+        for bad: [UInt8] in [[0x61, 0xFF, 0x62], [0xC3], [0xE6, 0x97], [0xED, 0xA0, 0x80], [0xC0, 0xAF], Array(repeating: 0x61, count: 20) + [0x80]] {
+            #expect(try ItemPropertyListPieces.make(rows: RawRows(titles: [Array("ok".utf8), bad])) == nil, "\(bad)")
+        }
     }
 }
