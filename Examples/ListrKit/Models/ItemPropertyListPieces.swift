@@ -5,23 +5,35 @@ import NIOCore
 /// resource, so that the dump exists neither whole nor as items in memory.
 ///
 /// Each piece holds whole items and at most ``pieceLength`` bytes (more only for an item longer
-/// than that). ``size`` is measured first, in a pass over the rows that builds nothing, so the
-/// receiver sees the total. Made with ``make(rows:pieceLength:)``, which returns nil when an item
-/// needs Foundation's writer (the caller then encodes the list whole).
+/// than that). ``size`` is known first, so the receiver sees the total: the ``ItemStore`` keeps
+/// it, or ``make(rows:count:itemsLength:pieceLength:)`` measures it in a pass over the rows that
+/// builds nothing, and returns nil when an item needs Foundation's writer (the caller then
+/// encodes the list whole).
 struct ItemPropertyListPieces: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
 
     /// The rows, an unchanging view of the list taken before writing starts.
     let rows: any ItemRows
-    /// The whole property list's length in bytes.
-    let size: Int
+    /// The length of the items' `<dict>`s, without the property list's head and tail.
+    let itemsLength: Int
     /// Whether the list has no items (its property list is then `<array/>`).
     let isEmpty: Bool
     /// The longest piece, in bytes (unless one item is longer).
     let pieceLength: Int
 
+    /// The whole property list's length in bytes.
+    var size: Int {
+        ItemPropertyListWriter.headLength(empty: isEmpty) + itemsLength + ItemPropertyListWriter.tailLength(empty: isEmpty)
+    }
+
     /// The pieces of the property list of `rows`, or nil when one of them needs Foundation.
-    static func make(rows: any ItemRows, pieceLength: Int = 256 * 1024) throws(ListrError) -> ItemPropertyListPieces? {
+    /// `count` and `itemsLength`, when the caller knows them (all or nothing), spare the pass
+    /// that measures the rows.
+    static func make(rows: any ItemRows, count: Int? = nil, itemsLength: Int? = nil, pieceLength: Int = 256 * 1024) throws(ListrError) -> ItemPropertyListPieces? {
+        let pieceLength = Swift.max(1, pieceLength)
+        if let count, let itemsLength {
+            return ItemPropertyListPieces(rows: rows, itemsLength: itemsLength, isEmpty: count == 0, pieceLength: pieceLength)
+        }
         var itemsLength = 0
         var count = 0
         var writable = true
@@ -35,9 +47,7 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
             return true
         }
         guard writable else { return nil }
-        let isEmpty = count == 0
-        let size = ItemPropertyListWriter.headLength(empty: isEmpty) + itemsLength + ItemPropertyListWriter.tailLength(empty: isEmpty)
-        return ItemPropertyListPieces(rows: rows, size: size, isEmpty: isEmpty, pieceLength: Swift.max(1, pieceLength))
+        return ItemPropertyListPieces(rows: rows, itemsLength: itemsLength, isEmpty: count == 0, pieceLength: pieceLength)
     }
 
     func makeAsyncIterator() -> Iterator {
@@ -85,7 +95,7 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
         }
 
         /// Appends the rows after ``lastKey`` that fit in the piece (at least one, however long).
-        /// The rows were measured, and so checked, by ``make(rows:pieceLength:)``; a row is
+        /// The rows were measured, and so checked, by the store or ``make(rows:count:itemsLength:pieceLength:)``; a row is
         /// given room for its longest escaping, so a piece may end a little short.
         private mutating func writeRows(into piece: inout ByteBuffer) throws(ListrError) {
             let pieceLength = pieceLength

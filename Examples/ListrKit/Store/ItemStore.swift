@@ -3,7 +3,8 @@
 ///
 /// The items live in the ``ItemPersistence`` (the SQLite database), not in memory; the store
 /// keeps only their count, so a change costs the same on a list of 200,000 items as on an empty
-/// one. Being an actor, the store applies changes strictly one after another, whoever sends them,
+/// one. Once a dump or a replace has measured it, it also keeps the length of their property
+/// list up to date with every change, so that a dump reads the list once, not twice. Being an actor, the store applies changes strictly one after another, whoever sends them,
 /// and reports them in that order. Its methods run on a dedicated executor because a commit blocks
 /// on `fsync`.
 public actor ItemStore {
@@ -11,6 +12,11 @@ public actor ItemStore {
     private let onChange: @Sendable (ListrChange) -> Void
     private let executor = StoreExecutor(label: "listr.store")
     private var itemCount: Int
+    /// The length of the items' `<dict>`s in a dump's property list, once measured; nil before,
+    /// and while an item has a title only Foundation can write.
+    private var itemsLength: Int?
+    /// Counts the changes to the items.
+    private var version = 0
     /// The settings in effect.
     public private(set) var settings: ListrSettings
 
@@ -39,8 +45,13 @@ public actor ItemStore {
 
     /// Every item as it is now, for a `store dump`: changes made while the dump reads them
     /// neither wait for it nor show up in it (see ``ItemPersistence/dumpRows()``).
-    public func dumpRows() throws(ListrError) -> any ItemRows {
-        try persistence.dumpRows()
+    public func dump() throws(ListrError) -> ItemDump {
+        ItemDump(rows: try persistence.dumpRows(), count: itemCount, itemsLength: itemsLength, version: version)
+    }
+
+    /// Keeps the length a dump measured, unless the items changed since `dump` was taken.
+    public func remember(itemsLength: Int, of dump: ItemDump) {
+        if dump.version == version { self.itemsLength = itemsLength }
     }
 
     /// Up to `limit` items (all when nil) from the 0-based `offset` on.
@@ -60,6 +71,7 @@ public actor ItemStore {
         let item = Item(title: title)
         try persistence.append(item)
         itemCount += 1
+        changed(removing: nil, adding: item)
         onChange(ListrChange(kind: .added, client: client, index: itemCount, item: item))
         return (item, itemCount)
     }
@@ -71,6 +83,7 @@ public actor ItemStore {
         if !before.done {
             var after = before
             after.done = true
+            changed(removing: before, adding: after)
             onChange(ListrChange(kind: .done, client: client, index: position, item: after))
         }
         return before
@@ -81,6 +94,7 @@ public actor ItemStore {
         try check(position)
         let removed = try persistence.remove(at: position)
         itemCount -= 1
+        changed(removing: removed, adding: nil)
         onChange(ListrChange(kind: .removed, client: client, index: position, item: removed))
         return removed
     }
@@ -93,6 +107,8 @@ public actor ItemStore {
         }
         try persistence.replaceAll(with: items)
         itemCount = items.count
+        version += 1
+        itemsLength = ItemPropertyListWriter.measure(items).map { $0.size - ItemPropertyListWriter.headLength(empty: items.isEmpty) - ItemPropertyListWriter.tailLength(empty: items.isEmpty) }
         onChange(ListrChange(kind: .replaced, client: client, count: items.count))
     }
 
@@ -120,6 +136,27 @@ public actor ItemStore {
         settings = next
         onChange(ListrChange(kind: .settings, client: client, settings: next))
         return next
+    }
+
+    /// Follows a committed change of one item in ``itemsLength``.
+    private func changed(removing old: Item?, adding new: Item?) {
+        version += 1
+        guard var length = itemsLength else { return }
+        if let old {
+            guard let oldLength = ItemPropertyListWriter.length(of: old) else {
+                itemsLength = nil
+                return
+            }
+            length -= oldLength
+        }
+        if let new {
+            guard let newLength = ItemPropertyListWriter.length(of: new) else {
+                itemsLength = nil
+                return
+            }
+            length += newLength
+        }
+        itemsLength = length
     }
 
     private func check(_ position: Int) throws(ListrError) {

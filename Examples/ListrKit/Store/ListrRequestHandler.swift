@@ -71,19 +71,21 @@ public struct ListrRequestHandler: Sendable {
 
     /// The whole list as an XML property list, for a dump sent as a resource, and its size.
     ///
-    /// The list is one consistent snapshot (``ItemStore/dumpRows()``), read once to measure its
-    /// property list and again while the property list is written piece by piece as the
-    /// resource is sent: neither the list nor its property list exists whole in memory, the
-    /// writing overlaps the transfer, and changes made meanwhile go on. A list with a title only
-    /// Foundation's writer can write is encoded whole first.
+    /// The list is one consistent snapshot (``ItemStore/dump()``), read while the property list
+    /// is written piece by piece as the resource is sent: neither the list nor its property list
+    /// exists whole in memory, the writing overlaps the transfer, and changes made meanwhile go
+    /// on. The size the resource announces is the store's, or, the first time, measured in a
+    /// pass over the rows first. A list with a title only Foundation's writer can write is
+    /// encoded whole.
     public func dump() async throws(ListrError) -> (source: ResourceSource, size: Int64) {
-        let rows = try await store.dumpRows()
-        if let pieces = try ItemPropertyListPieces.make(rows: rows) {
+        let dump = try await store.dump()
+        if let pieces = try ItemPropertyListPieces.make(rows: dump.rows, count: dump.count, itemsLength: dump.itemsLength) {
+            if dump.itemsLength == nil { await store.remember(itemsLength: pieces.itemsLength, of: dump) }
             return (.chunks(pieces, size: Int64(pieces.size)), Int64(pieces.size))
         }
         // A title only Foundation can write: the same rows are encoded whole.
         var items: [Item] = []
-        try rows.forEach(after: 0) { row in
+        try dump.rows.forEach(after: 0) { row in
             items.append(Item(id: UUID(uuid: row.id), title: String(decoding: row.title, as: UTF8.self), done: row.done))
             return true
         }

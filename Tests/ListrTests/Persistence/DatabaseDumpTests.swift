@@ -46,6 +46,44 @@ struct DatabaseDumpTests {
         #expect(try await joined(after) == ItemPropertyListWriter.data(for: Array(items.prefix(10))))
     }
 
+    @Test("the store keeps the dump's length through every kind of change, once measured, and the dump it announces is the one it sends")
+    func keptLength() async throws {
+        defer { remove() }
+        let database = try StoreFile(path: folder + "/store.sqlite").open().database
+        try database.replaceAll(with: (1...50).map { Item(title: "item \($0) & <b>", done: $0 % 2 == 0) })
+        let store = try ItemStore(persistence: database)
+        let handler = ListrRequestHandler(store: store, watchers: ListrWatchers { _, _ in })
+
+        /// Dumps through the handler's path, and checks the size against a fresh measure and the bytes.
+        func check(_ step: String) async throws {
+            let dump = try await store.dump()
+            let measured = try #require(try ItemPropertyListPieces.make(rows: dump.rows), "\(step)")
+            if let kept = dump.itemsLength { #expect(kept == measured.itemsLength, "\(step)") }
+            let expected = try #require(ItemPropertyListWriter.data(for: try await store.items))
+            #expect(try await handler.dump().size == Int64(expected.count), "\(step)")
+            #expect(try await joined(measured) == expected, "\(step)")
+        }
+
+        #expect(try await store.dump().itemsLength == nil)  // opened: not measured yet
+        try await check("first dump")
+        #expect(try await store.dump().itemsLength != nil)  // the handler's dump taught the store
+        _ = try await store.add(title: "Eggs & <ham>", by: "t")
+        try await check("add")
+        _ = try await store.complete(at: 3, by: "t")
+        _ = try await store.complete(at: 2, by: "t")  // already done: no change
+        try await check("complete")
+        _ = try await store.remove(at: 1, by: "t")
+        _ = try await store.remove(at: try await store.count, by: "t")
+        try await check("remove")
+        try await store.replace(with: [], by: "t")
+        #expect(try await store.dump().itemsLength == 0)
+        try await check("replace with nothing")
+        try await store.replace(with: [Item(title: "é 🥛 <x>")], by: "t")
+        try await check("replace")
+        try await store.updateSettings(by: "t") { $0.name = "renamed" }
+        try await check("settings")
+    }
+
     @Test("an empty store dumps as an empty list")
     func empty() async throws {
         defer { remove() }
