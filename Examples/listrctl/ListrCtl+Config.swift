@@ -6,6 +6,7 @@ extension ListrCtl {
     /// `listrctl config …`: show and change listrd's settings, live.
     struct Config: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "config",
             abstract: "Show and change listrd's settings; a change applies at once.",
             discussion: """
             The settings are \(ListrSettings.Key.allCases.map(\.rawValue).joined(separator: ", ")). They are kept in the store, \
@@ -20,6 +21,7 @@ extension ListrCtl.Config {
     /// `listrctl config get [KEY]`.
     struct Get: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "get",
             abstract: "Print the settings, one 'key: value' line each, or the value of one.",
             discussion: "With --json, prints the settings as one JSON object."
         )
@@ -58,6 +60,7 @@ extension ListrCtl.Config {
     /// `listrctl config set KEY VALUE`.
     struct Set: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "set",
             abstract: "Change one setting; it applies at once and is kept in the store.",
             discussion: """
             log-level: trace, debug, info, notice, warning, error or critical. name: what listrctl --peer selects \
@@ -84,7 +87,7 @@ extension ListrCtl.Config {
 
     /// `listrctl config reset`.
     struct Reset: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Put every setting back to its default.")
+        static let configuration = CommandConfiguration(commandName: "reset", abstract: "Put every setting back to its default.")
 
         @OptionGroup var options: ClientOptions
 

@@ -5,6 +5,7 @@ extension ListrCtl {
     /// `listrctl item …`: add, list, complete and remove items.
     struct Item: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "item",
             abstract: "Add, list, complete and remove items.",
             subcommands: [Add.self, List.self, Done.self, Remove.self]
         )
@@ -14,7 +15,7 @@ extension ListrCtl {
 extension ListrCtl.Item {
     /// `listrctl item add TITLE`.
     struct Add: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add an item at the end of the list.")
+        static let configuration = CommandConfiguration(commandName: "add", abstract: "Add an item at the end of the list.")
 
         @OptionGroup var options: ClientOptions
 
@@ -35,6 +36,7 @@ extension ListrCtl.Item {
     /// `listrctl item list`.
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the items in the order they were added.",
             discussion: """
             With --json, prints {"items":[{"index":1,"id":…,"title":…,"done":…}]}. --limit and --offset select a page. \
@@ -81,7 +83,7 @@ extension ListrCtl.Item {
 
     /// `listrctl item done INDEX`.
     struct Done: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Mark an item as done.")
+        static let configuration = CommandConfiguration(commandName: "done", abstract: "Mark an item as done.")
 
         @OptionGroup var options: ClientOptions
 
@@ -97,7 +99,7 @@ extension ListrCtl.Item {
 
     /// `listrctl item remove INDEX`.
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove an item.")
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove an item.")
 
         @OptionGroup var options: ClientOptions
 

@@ -9,6 +9,7 @@ extension ListrCtl {
     /// `listrctl store …`: dump and replace the whole list.
     struct Store: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "store",
             abstract: "Dump the whole list to a property list, or replace it with one.",
             subcommands: [Dump.self, Replace.self]
         )
@@ -19,6 +20,7 @@ extension ListrCtl.Store {
     /// `listrctl store dump PATH`.
     struct Dump: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "dump",
             abstract: "Write the whole list to a file as an XML property list.",
             discussion: "The file is an array of dicts with the keys id, title and done; '-' writes to standard output."
         )
@@ -147,6 +149,7 @@ extension ListrCtl.Store {
     /// `listrctl store replace PATH`.
     struct Replace: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "replace",
             abstract: "Replace the whole list with the items of a property list.",
             discussion: """
             The file must be in the format 'store dump' writes (XML or binary); '-' reads standard input. \

@@ -6,6 +6,7 @@ extension ListrCtl {
     /// `listrctl watch`: prints every change as it happens, until Ctrl-C.
     struct Watch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "watch",
             abstract: "Print every change to the list as it happens, until Ctrl-C.",
             discussion: """
             Prints the list, then one line per change (added, done, removed, replaced, settings) naming the client \
