@@ -95,8 +95,9 @@ struct ItemPropertyListPieces: AsyncSequence, Sendable {
         }
 
         /// Appends the rows after ``lastKey`` that fit in the piece (at least one, however long).
-        /// The rows were measured, and so checked, by the store or ``make(rows:count:itemsLength:pieceLength:)``; a row is
-        /// given room for its longest escaping, so a piece may end a little short.
+        /// The rows were measured, and so checked, by the store or by
+        /// ``make(rows:count:itemsLength:pieceLength:)``; a row is given room for its longest
+        /// escaping, so a piece may end a little short.
         private mutating func writeRows(into piece: inout ByteBuffer) throws(ListrError) {
             let pieceLength = pieceLength
             var lastKey = lastKey

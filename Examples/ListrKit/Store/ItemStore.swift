@@ -4,9 +4,9 @@
 /// The items live in the ``ItemPersistence`` (the SQLite database), not in memory; the store
 /// keeps only their count, so a change costs the same on a list of 200,000 items as on an empty
 /// one. Once a dump or a replace has measured it, it also keeps the length of their property
-/// list up to date with every change, so that a dump reads the list once, not twice. Being an actor, the store applies changes strictly one after another, whoever sends them,
-/// and reports them in that order. Its methods run on a dedicated executor because a commit blocks
-/// on `fsync`.
+/// list up to date with every change, so that a dump reads the list once, not twice. Being an
+/// actor, the store applies changes strictly one after another, whoever sends them, and reports
+/// them in that order. Its methods run on a dedicated executor because a commit blocks on `fsync`.
 public actor ItemStore {
     private let persistence: any ItemPersistence
     private let onChange: @Sendable (ListrChange) -> Void
