@@ -81,6 +81,14 @@ public struct PeerConfiguration: Sendable {
     /// unannounced size is stopped when it goes over. Defaults to 16 GiB: a bound on the disk a
     /// peer can make a handler that writes files fill, far above what PeerKit's users send.
     public var maximumIncomingResourceBytes: Int64
+    /// How long a resource transfer may wait on its peer without progress before it is
+    /// cancelled, both sides told why: an incoming one for bytes its window has room for, an
+    /// outgoing one for the receiver's acceptance, acknowledgement or confirmation. Waiting on
+    /// this side's own handler or source does not count, and the peer stays connected. Defaults
+    /// to 30 s: hundreds of times what a chunk takes on a 4 MiB/s link, and a bound on how long a
+    /// peer that offers resources and then sends nothing can hold the slots of
+    /// ``maximumConcurrentIncomingResources`` (and a sender's source, such as a database snapshot).
+    public var resourceStallTimeout: Duration
     /// How many connections may be open at once, handshaking or established. Defaults to 512.
     /// Further incoming connections are closed at once, with one log line per episode.
     public var maximumConnections: Int
@@ -161,6 +169,7 @@ public struct PeerConfiguration: Sendable {
         self.resourceChunkLength = 256 * 1024
         self.resourceWindowBytes = 4 * 1024 * 1024
         self.maximumConcurrentIncomingResources = 4
+        self.resourceStallTimeout = .seconds(30)
         self.maximumIncomingResourceBytes = 16 * 1024 * 1024 * 1024
         self.maximumConnections = 512
         self.maximumPendingHandshakes = 64
@@ -211,6 +220,9 @@ public struct PeerConfiguration: Sendable {
         }
         if maximumFrameLength > Int(UInt32.max) {
             throw PeerKitError.invalidConfiguration(property: "maximumFrameLength", reason: "it is \(maximumFrameLength), over the \(UInt32.max) bytes a frame's length field can express")
+        }
+        if resourceStallTimeout <= .zero {
+            throw PeerKitError.invalidConfiguration(property: "resourceStallTimeout", reason: "it is \(resourceStallTimeout), and it must be longer than zero")
         }
         if maximumIncomingResourceBytes < 0 {
             throw PeerKitError.invalidConfiguration(property: "maximumIncomingResourceBytes", reason: "it is \(maximumIncomingResourceBytes), and it must be at least 0")

@@ -87,8 +87,10 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 window: configuration.resourceWindowBytes,
                 maximumConcurrentIncoming: configuration.maximumConcurrentIncomingResources,
                 maximumIncomingBytes: configuration.maximumIncomingResourceBytes,
-                maximumFrameLength: configuration.maximumFrameLength
+                maximumFrameLength: configuration.maximumFrameLength,
+                stallTimeout: configuration.resourceStallTimeout
             ),
+            clock: clock,
             logger: configuration.logger
         )
         switch configuration.discovery {

@@ -41,10 +41,14 @@ public final class IncomingResource: Sendable {
     let transfer: UInt32
     let connection: PeerConnection
     let window: Int
+    /// The longest chunk the sender may send (what this side announced).
+    let chunkLength: Int
     /// Read bytes are acknowledged once this many have gathered (see ``init``).
     let acknowledgementStep: Int
+    /// Reads the time of the last progress (see ``stallStatus``).
+    private let clock: PeerClock
     private let meter: ProgressMeter
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let onEnd: @Sendable () -> Void
 
     private struct State {
@@ -57,6 +61,8 @@ public final class IncomingResource: Sendable {
         var completed = false
         var failure: PeerKitError?
         var waiter: CheckedContinuation<Void, Never>?
+        /// When a chunk or the end last arrived, or the handler last read (a clock offset).
+        var lastProgress: Duration
     }
 
     /// A resource whose sender may be `window` bytes ahead of what the handler read, in chunks
@@ -66,14 +72,17 @@ public final class IncomingResource: Sendable {
     /// the window less one chunk, so the sender, which waits only when its next chunk would go
     /// past the window, always has room once the handler caught up): a 4 MiB window is
     /// acknowledged every 1 MiB, not after every chunk or every read from the socket.
-    init(name: String, sender: Peer, size: Int64?, transfer: UInt32, connection: PeerConnection, window: Int, chunkLength: Int, onEnd: @escaping @Sendable () -> Void) {
+    init(name: String, sender: Peer, size: Int64?, transfer: UInt32, connection: PeerConnection, window: Int, chunkLength: Int, clock: PeerClock, onEnd: @escaping @Sendable () -> Void) {
         self.name = name
         self.sender = sender
         self.size = size
         self.transfer = transfer
         self.connection = connection
         self.window = window
+        self.chunkLength = chunkLength
         self.acknowledgementStep = max(1, min(window / 4, window - chunkLength))
+        self.clock = clock
+        self.state = NIOLockedValueBox(State(lastProgress: clock.offset))
         self.onEnd = onEnd
         self.meter = ProgressMeter(totalBytes: size)
     }
@@ -142,6 +151,7 @@ public final class IncomingResource: Sendable {
                 if let chunk = state.buffered.popFirst() {
                     state.bufferedBytes -= chunk.readableBytes
                     state.unacknowledged += chunk.readableBytes
+                    state.lastProgress = clock.offset
                     if state.unacknowledged >= acknowledgementStep {
                         state.unacknowledged = 0
                         return .chunk(chunk, acknowledge: true)
@@ -224,6 +234,8 @@ public final class IncomingResource: Sendable {
             }
             state.bufferedBytes += data.readableBytes
             state.received += Int64(data.readableBytes)
+            // Only bytes count as progress: empty chunk frames keep nothing alive.
+            if data.readableBytes > 0 { state.lastProgress = clock.offset }
             waiter = state.waiter
             state.waiter = nil
             return nil
@@ -239,6 +251,7 @@ public final class IncomingResource: Sendable {
             guard state.failure == nil, !state.completed else { return nil }
             guard state.end == nil else { return "a second peerkit.resource.end arrived for the resource \"\(LogSafe.text(name, maximumBytes: 80))\"" }
             state.end = end
+            state.lastProgress = clock.offset
             waiter = state.waiter
             state.waiter = nil
             return nil
@@ -266,6 +279,19 @@ public final class IncomingResource: Sendable {
             connection.send(ResourceFrame.frame(ResourceFrame.refuse, ResourceFrame.Stop(transfer: transfer, reason: text)))
         }
         onEnd()
+    }
+
+    /// Whether the transfer ended; whether it waits on the sender, that is, the window has room
+    /// for a whole chunk and the end has not arrived; and when it last made progress.
+    var stallStatus: ResourceStallStatus {
+        state.withLockedValue { state in
+            let outstanding = state.bufferedBytes + state.unacknowledged
+            return ResourceStallStatus(
+                ended: state.completed || state.failure != nil,
+                waitsOnPeer: state.end == nil && (outstanding == 0 || outstanding + chunkLength <= window),
+                lastProgress: state.lastProgress
+            )
+        }
     }
 
     /// The handler gave up on the resource: cancel it with `reason`.

@@ -27,7 +27,9 @@ public final class OutgoingResource: Sendable {
     let transfer: UInt32
     let connection: PeerConnection
     private let meter: ProgressMeter
-    private let state = NIOLockedValueBox(State())
+    /// Reads the time of the last progress (see ``stallStatus``).
+    private let clock: PeerClock
+    private let state: NIOLockedValueBox<State>
     private let outcome = NIOLockedValueBox<Task<Void, any Error>?>(nil)
 
     private struct State {
@@ -38,14 +40,26 @@ public final class OutgoingResource: Sendable {
         var done = false
         var failure: PeerKitError?
         var waiter: CheckedContinuation<Void, Never>?
+        /// When the receiver last took bytes or accepted, or this side last sent (a clock offset).
+        var lastProgress: Duration
     }
 
-    init(name: String, peer: Peer, transfer: UInt32, connection: PeerConnection, totalBytes: Int64?) {
+    init(name: String, peer: Peer, transfer: UInt32, connection: PeerConnection, totalBytes: Int64?, clock: PeerClock) {
         self.name = name
         self.peer = peer
         self.transfer = transfer
         self.connection = connection
         self.meter = ProgressMeter(totalBytes: totalBytes)
+        self.clock = clock
+        self.state = NIOLockedValueBox(State(lastProgress: clock.offset))
+    }
+
+    /// Whether the transfer ended; whether it waits on the receiver (for its acceptance, room in
+    /// its window, or its confirmation); and when it last made progress.
+    var stallStatus: ResourceStallStatus {
+        state.withLockedValue { state in
+            ResourceStallStatus(ended: state.done || state.failure != nil, waitsOnPeer: state.waiter != nil, lastProgress: state.lastProgress)
+        }
     }
 
     /// Returns once the receiver confirmed the resource: every byte arrived, the digest checked
@@ -84,6 +98,7 @@ public final class OutgoingResource: Sendable {
             }
             meter.setTotal(size)
             connection.send(ResourceFrame.frame(ResourceFrame.offer, ResourceFrame.Offer(transfer: transfer, name: name, size: size)))
+            noteProgress()
             let (window, receiverChunk) = try await waitForAcceptance()
             let chunkLength = max(1, min(localChunkLength, receiverChunk, window))
             var hasher = SHA256()
@@ -100,6 +115,7 @@ public final class OutgoingResource: Sendable {
                         slice.withUnsafeReadableBytes { hasher.update(bufferPointer: $0) }
                         try await connection.sendBulk(ResourceChunkFrame.head(transfer: transfer, dataLength: slice.readableBytes), data: slice)
                         sent += Int64(slice.readableBytes)
+                        noteProgress()
                     }
                 }
             } catch let error as PeerKitError {
@@ -113,6 +129,7 @@ public final class OutgoingResource: Sendable {
             let digest = ResourceDigest.hex(hasher.finalize())
             // Behind the last chunk (chunks wait for a lull; an ordinary frame would overtake them).
             try await connection.sendBulk(ResourceFrame.frame(ResourceFrame.end, ResourceFrame.End(transfer: transfer, size: sent, sha256: digest)))
+            noteProgress()
             try await waitUntilDone()
             // `done` means the handler read every byte; the last acknowledgement may cover less
             // (the receiver acknowledges in steps).
@@ -122,6 +139,12 @@ public final class OutgoingResource: Sendable {
             fail(error as? PeerKitError ?? .resourceSourceFailed(name: name, reason: "\(error)"), tellPeer: true)
             throw state.withLockedValue { $0.failure } ?? error
         }
+    }
+
+    /// This side sent something: a wait on the receiver that follows starts now.
+    private func noteProgress() {
+        let now = clock.offset
+        state.withLockedValue { $0.lastProgress = now }
     }
 
     private func waitForAcceptance() async throws(PeerKitError) -> (window: Int, chunk: Int) {
@@ -177,23 +200,31 @@ public final class OutgoingResource: Sendable {
     // MARK: Events from the receiver (on the connection's event loop)
 
     func accepted(window: Int, chunk: Int) {
-        update { if $0.accepted == nil { $0.accepted = (window, chunk) } }
+        let now = clock.offset
+        update { state in
+            guard state.accepted == nil else { return }
+            state.accepted = (window, chunk)
+            state.lastProgress = now
+        }
     }
 
     /// The receiver has taken `received` bytes in total.
     func acknowledged(_ received: Int64) {
         var advanced = 0
+        let now = clock.offset
         update { state in
+            // Only bytes taken count as progress: repeating an acknowledgement keeps nothing alive.
             if received > state.acked {
                 advanced = Int(received - state.acked)
                 state.acked = received
+                state.lastProgress = now
             }
         }
         if advanced > 0 { meter.advance(by: advanced) }
     }
 
     func completed() {
-        update { $0.done = true }
+        update { $0.done = true }  // ends the transfer: no progress to record
     }
 
     /// The transfer ended without success: `error` says why; `tellPeer` sends

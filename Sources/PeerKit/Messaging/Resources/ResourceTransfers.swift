@@ -17,6 +17,9 @@ final class ResourceTransfers: ResourceFrameSink {
         var maximumIncomingBytes: Int64
         /// The receiver's frame limit: a chunk's frame must fit.
         var maximumFrameLength: Int
+        /// How long a transfer may wait on its peer without progress (see
+        /// ``PeerConfiguration/resourceStallTimeout``).
+        var stallTimeout: Duration
     }
 
     /// A transfer on one connection, by the sender's number.
@@ -29,6 +32,9 @@ final class ResourceTransfers: ResourceFrameSink {
         var nextTransfer: UInt32 = 1
         var outgoing: [Key: OutgoingResource] = [:]
         var incoming: [Key: IncomingResource] = [:]
+        /// The stall check of each transfer, cancelled when it ends.
+        var outgoingStallChecks: [Key: PeerTimer] = [:]
+        var incomingStallChecks: [Key: PeerTimer] = [:]
         /// Connections whose close is watched (to fail their transfers).
         var watched: Set<ObjectIdentifier> = []
         var stopped = false
@@ -36,12 +42,14 @@ final class ResourceTransfers: ResourceFrameSink {
 
     private let registry: ResourceRegistry
     private let limits: Limits
+    private let clock: PeerClock
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
 
-    init(registry: ResourceRegistry, limits: Limits, logger: Logger) {
+    init(registry: ResourceRegistry, limits: Limits, clock: PeerClock, logger: Logger) {
         self.registry = registry
         self.limits = limits
+        self.clock = clock
         self.logger = logger
     }
 
@@ -65,15 +73,20 @@ final class ResourceTransfers: ResourceFrameSink {
             var transfer = state.nextTransfer
             while state.outgoing[Key(connection: ObjectIdentifier(connection), transfer: transfer)] != nil { transfer &+= 1 }
             state.nextTransfer = transfer &+ 1
-            let resource = OutgoingResource(name: name, peer: peer, transfer: transfer, connection: connection, totalBytes: nil)
+            let resource = OutgoingResource(name: name, peer: peer, transfer: transfer, connection: connection, totalBytes: nil, clock: clock)
             state.outgoing[Key(connection: ObjectIdentifier(connection), transfer: transfer)] = resource
             return resource
         }
         guard let resource = registered else { throw PeerKitError.notRunning }
         watch(connection)
         let key = Key(connection: ObjectIdentifier(connection), transfer: resource.transfer)
+        checkForStall(outgoing: resource, key: key, in: limits.stallTimeout)
         resource.start(source, chunkLength: limits.chunkLength) { [weak self] in
-            self?.state.withLockedValue { _ = $0.outgoing.removeValue(forKey: key) }
+            let check = self?.state.withLockedValue { state -> PeerTimer? in
+                state.outgoing.removeValue(forKey: key)
+                return state.outgoingStallChecks.removeValue(forKey: key)
+            }
+            check?.cancel()
         }
         if connection.isClosed { connectionEnded(connection) }
         return resource
@@ -161,8 +174,12 @@ final class ResourceTransfers: ResourceFrameSink {
             guard !state.stopped else { return .stopped }
             guard state.incoming[key] == nil else { return .duplicate }
             guard state.incoming.count < limits.maximumConcurrentIncoming else { return .busy(state.incoming.count) }
-            let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window, chunkLength: acceptedChunkLength) { [weak self] in
-                self?.state.withLockedValue { _ = $0.incoming.removeValue(forKey: key) }
+            let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window, chunkLength: acceptedChunkLength, clock: clock) { [weak self] in
+                let check = self?.state.withLockedValue { state -> PeerTimer? in
+                    state.incoming.removeValue(forKey: key)
+                    return state.incomingStallChecks.removeValue(forKey: key)
+                }
+                check?.cancel()
             }
             state.incoming[key] = resource
             return .accept(resource)
@@ -176,6 +193,7 @@ final class ResourceTransfers: ResourceFrameSink {
             refuse("it is already receiving \(count) resources, its limit (PeerConfiguration.maximumConcurrentIncomingResources)")
         case let .accept(resource):
             watch(connection)
+            checkForStall(incoming: resource, key: key, in: limits.stallTimeout)
             connection.send(ResourceFrame.frame(ResourceFrame.accept, ResourceFrame.Accept(transfer: offer.transfer, window: window, chunk: acceptedChunkLength)))
             logger.debug("Receiving the resource \"\(name)\" from \(connection).")
             let logger = logger
@@ -222,6 +240,66 @@ final class ResourceTransfers: ResourceFrameSink {
         }
         for resource in outgoing { resource.fail(.notRunning, tellPeer: true) }
         for resource in incoming { resource.fail(.notRunning, tellPeer: "the receiver stopped") }
+    }
+
+    // MARK: Stalls
+
+    /// Checks `resource` once `delay` has passed: cancelled if it has waited on its receiver
+    /// for the whole stall timeout, else checked again when it could be.
+    private func checkForStall(outgoing resource: OutgoingResource, key: Key, in delay: Duration) {
+        let timer = clock.schedule(on: resource.connection.channel.eventLoop, in: delay) { [weak self, weak resource] in
+            guard let self, let resource else { return }
+            let status = resource.stallStatus
+            guard !status.ended else { return }
+            if let next = self.nextCheck(after: status) {
+                return self.checkForStall(outgoing: resource, key: key, in: next)
+            }
+            let reason = "the receiver took nothing for \(self.limits.stallTimeout) (PeerConfiguration.resourceStallTimeout)"
+            self.logger.notice("Cancelled the resource \"\(LogSafe.text(resource.name, maximumBytes: 80))\" to \(resource.connection): \(reason).")
+            resource.fail(.resourceCancelled(name: resource.name, peer: resource.connection.description, reason: reason), tellPeer: true)
+        }
+        state.withLockedValue { state in
+            if state.outgoing[key] === resource { state.outgoingStallChecks[key] = timer } else { timer.cancel() }
+        }
+    }
+
+    /// Checks `resource` once `delay` has passed: cancelled if it has waited on its sender for
+    /// the whole stall timeout, else checked again when it could be.
+    private func checkForStall(incoming resource: IncomingResource, key: Key, in delay: Duration) {
+        let timer = clock.schedule(on: resource.connection.channel.eventLoop, in: delay) { [weak self, weak resource] in
+            guard let self, let resource else { return }
+            let status = resource.stallStatus
+            guard !status.ended else { return }
+            if let next = self.nextCheck(after: status) {
+                return self.checkForStall(incoming: resource, key: key, in: next)
+            }
+            let reason = "nothing arrived for \(self.limits.stallTimeout) (PeerConfiguration.resourceStallTimeout)"
+            self.logger.notice("Cancelled the resource \"\(LogSafe.text(resource.name, maximumBytes: 80))\" from \(resource.connection): \(reason).")
+            resource.fail(.resourceCancelled(name: resource.name, peer: resource.connection.description, reason: reason), tellPeer: "this peer cancelled it: " + reason)
+        }
+        state.withLockedValue { state in
+            if state.incoming[key] === resource { state.incomingStallChecks[key] = timer } else { timer.cancel() }
+        }
+    }
+
+    /// How long until a transfer in `status` should be checked again, or nil when it has waited
+    /// on its peer without progress for the whole stall timeout.
+    private func nextCheck(after status: ResourceStallStatus) -> Duration? {
+        let idle = clock.offset - status.lastProgress
+        guard status.waitsOnPeer else { return limits.stallTimeout }
+        return idle >= limits.stallTimeout ? nil : limits.stallTimeout - idle
+    }
+
+    // MARK: Diagnostics (for tests)
+
+    /// The bytes received so far of the incoming transfer numbered `transfer`, on any connection.
+    func receivedBytes(incoming transfer: UInt32) -> Int64? {
+        state.withLockedValue { $0.incoming.first { $0.key.transfer == transfer }?.value }?.receivedBytes
+    }
+
+    /// The stall status of the outgoing transfer numbered `transfer`, on any connection.
+    func stallStatus(outgoing transfer: UInt32) -> ResourceStallStatus? {
+        state.withLockedValue { $0.outgoing.first { $0.key.transfer == transfer }?.value }?.stallStatus
     }
 
     // MARK: Helpers
