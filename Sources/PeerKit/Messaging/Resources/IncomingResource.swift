@@ -184,7 +184,10 @@ public final class IncomingResource: Sendable {
                     return true
                 }
                 if first {
-                    // `done` goes to the sender once the handler returned (``confirm()``).
+                    // Every byte is read and checked: acknowledged at once, so that the sender
+                    // knows it waits on this handler, not on a stalled peer. `done` goes to the
+                    // sender once the handler returned (``confirm()``).
+                    connection.send(ResourceFrame.frame(ResourceFrame.ack, ResourceFrame.Ack(transfer: transfer, received: done)))
                     meter.finish()
                     onEnd()
                 }

@@ -37,6 +37,8 @@ public final class OutgoingResource: Sendable {
         var accepted: (window: Int, chunk: Int)?
         /// Bytes the receiver has taken.
         var acked: Int64 = 0
+        /// Every byte sent, once the `end` went out.
+        var sentAll: Int64?
         var done = false
         var failure: PeerKitError?
         var waiter: CheckedContinuation<Void, Never>?
@@ -55,10 +57,13 @@ public final class OutgoingResource: Sendable {
     }
 
     /// Whether the transfer ended; whether it waits on the receiver (for its acceptance, room in
-    /// its window, or its confirmation); and when it last made progress.
+    /// its window, or the rest of its acknowledgements; once the receiver has taken every byte,
+    /// waiting for `done` is waiting on its handler, which is not a stall); and when it last made
+    /// progress.
     var stallStatus: ResourceStallStatus {
         state.withLockedValue { state in
-            ResourceStallStatus(ended: state.done || state.failure != nil, waitsOnPeer: state.waiter != nil, lastProgress: state.lastProgress)
+            let allTaken = state.sentAll.map { state.acked >= $0 } ?? false
+            return ResourceStallStatus(ended: state.done || state.failure != nil, waitsOnPeer: state.waiter != nil && !allTaken, lastProgress: state.lastProgress)
         }
     }
 
@@ -129,7 +134,7 @@ public final class OutgoingResource: Sendable {
             let digest = ResourceDigest.hex(hasher.finalize())
             // Behind the last chunk (chunks wait for a lull; an ordinary frame would overtake them).
             try await connection.sendBulk(ResourceFrame.frame(ResourceFrame.end, ResourceFrame.End(transfer: transfer, size: sent, sha256: digest)))
-            noteProgress()
+            noteProgress(sentAll: sent)
             try await waitUntilDone()
             // `done` means the handler read every byte; the last acknowledgement may cover less
             // (the receiver acknowledges in steps).
@@ -141,10 +146,14 @@ public final class OutgoingResource: Sendable {
         }
     }
 
-    /// This side sent something: a wait on the receiver that follows starts now.
-    private func noteProgress() {
+    /// This side sent something (with `sentAll`, the `end` after that many bytes): a wait on the
+    /// receiver that follows starts now.
+    private func noteProgress(sentAll: Int64? = nil) {
         let now = clock.offset
-        state.withLockedValue { $0.lastProgress = now }
+        state.withLockedValue { state in
+            state.lastProgress = now
+            if let sentAll { state.sentAll = sentAll }
+        }
     }
 
     private func waitForAcceptance() async throws(PeerKitError) -> (window: Int, chunk: Int) {

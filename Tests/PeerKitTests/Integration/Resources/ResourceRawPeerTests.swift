@@ -75,9 +75,13 @@ struct ResourceRawPeerTests {
         let digest = ResourceDigest.hex(SHA256.hash(data: Array("hello".utf8)))
         try await raw.send(#"{"type":"peerkit.resource.end","payload":{"transfer":3,"size":5,"sha256":"\#(digest)"}}"#)
         var done = ""
+        var acknowledgements: [String] = []
         while let frame = await raw.nextFrame() {
+            if frame.hasPrefix(#"{"type":"peerkit.resource.ack""#) { acknowledgements.append(frame) }
             if frame.hasPrefix(#"{"type":"peerkit.resource.done""#) { done = frame; break }
         }
+        // Every byte is acknowledged once the digest checked out, before `done`.
+        #expect(acknowledgements.last == #"{"type":"peerkit.resource.ack","payload":{"transfer":3,"received":5}}"#, "\(acknowledgements)")
         #expect(done == #"{"type":"peerkit.resource.done","payload":{"transfer":3}}"#)
         #expect(try String(contentsOf: scratch.file("doc"), encoding: .utf8) == "hello")
     }

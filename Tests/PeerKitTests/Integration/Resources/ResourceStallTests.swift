@@ -114,6 +114,33 @@ struct ResourceStallTests {
         #expect(await frame(from: raw, startingWith: #"{"type":"peerkit.resource.done""#).contains(#""transfer":1"#))
     }
 
+    @Test("a receiver whose handler works on after taking every byte is waited for: the send completes with its done")
+    func slowReceiverHandlerIsNotAStall() async throws {
+        let clock = TestClock()
+        let (sender, raw) = try await transceiverAndRawPeer(clock: clock)
+        defer { sender.stop(); raw.close() }
+        let peer = try await within(20, "the raw peer to connect") {
+            while true {
+                if let peer = sender.connectedPeers.first { return peer }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        let transfer = try sender.send(resource: .bytes(Array(repeating: UInt8(7), count: 64)), named: "doc", to: peer)
+        _ = await frame(from: raw, startingWith: #"{"type":"peerkit.resource.offer""#)
+        try await raw.send(#"{"type":"peerkit.resource.accept","payload":{"transfer":1,"window":1048576,"chunk":65536}}"#)
+        let end = await frame(from: raw, startingWith: #"{"type":"peerkit.resource.end""#)
+        #expect(end.contains(#""size":64"#), "\(end)")
+        // Every byte taken (what PeerKit's receiver says once the digest checked out), then a
+        // handler that works for 90 s before `done`.
+        try await raw.send(#"{"type":"peerkit.resource.ack","payload":{"transfer":1,"received":64}}"#)
+        try await within(20, "the acknowledgement to arrive") {
+            for await step in transfer.progress where step.bytesDone == 64 { break }
+        }
+        await clock.advance(by: .seconds(90))
+        try await raw.send(#"{"type":"peerkit.resource.done","payload":{"transfer":1}}"#)
+        try await within(20, "the transfer to finish") { try await transfer.finished() }
+    }
+
     @Test("a receiver that accepts and then takes nothing fails the send after the stall timeout, and is told why")
     func silentReceiver() async throws {
         let clock = TestClock()
