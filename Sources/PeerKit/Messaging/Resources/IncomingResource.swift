@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOFileSystem
@@ -295,6 +296,13 @@ public final class IncomingResource: Sendable {
                 lastProgress: state.lastProgress
             )
         }
+    }
+
+    /// Nothing arrived for `timeout` though the window had room: cancel it, telling the sender.
+    func cancelStalled(after timeout: Duration, logger: Logger) {
+        let reason = "nothing arrived for \(timeout) (PeerConfiguration.resourceStallTimeout)"
+        logger.notice("Cancelled the resource \"\(LogSafe.text(name, maximumBytes: 80))\" from \(connection): \(reason).")
+        fail(.resourceCancelled(name: name, peer: connection.description, reason: reason), tellPeer: "this peer cancelled it: " + reason)
     }
 
     /// The handler gave up on the resource: cancel it with `reason`.

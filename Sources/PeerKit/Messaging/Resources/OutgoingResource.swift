@@ -1,5 +1,6 @@
 import Crypto
 import NIOConcurrencyHelpers
+import Logging
 import NIOCore
 
 /// A resource being sent to one peer: its progress, a way to cancel it, and its outcome.
@@ -234,6 +235,13 @@ public final class OutgoingResource: Sendable {
 
     func completed() {
         update { $0.done = true }  // ends the transfer: no progress to record
+    }
+
+    /// The receiver took nothing for `timeout`: cancel it, telling the receiver.
+    func cancelStalled(after timeout: Duration, logger: Logger) {
+        let reason = "the receiver took nothing for \(timeout) (PeerConfiguration.resourceStallTimeout)"
+        logger.notice("Cancelled the resource \"\(LogSafe.text(name, maximumBytes: 80))\" to \(connection): \(reason).")
+        fail(.resourceCancelled(name: name, peer: connection.description, reason: reason), tellPeer: true)
     }
 
     /// The transfer ended without success: `error` says why; `tellPeer` sends

@@ -28,13 +28,18 @@ final class ResourceTransfers: ResourceFrameSink {
         var transfer: UInt32
     }
 
+    /// A transfer's stall check, by direction (each side numbers its own transfers).
+    private struct StallCheckKey: Hashable {
+        var key: Key
+        var incoming: Bool
+    }
+
     private struct State {
         var nextTransfer: UInt32 = 1
         var outgoing: [Key: OutgoingResource] = [:]
         var incoming: [Key: IncomingResource] = [:]
         /// The stall check of each transfer, cancelled when it ends.
-        var outgoingStallChecks: [Key: PeerTimer] = [:]
-        var incomingStallChecks: [Key: PeerTimer] = [:]
+        var stallChecks: [StallCheckKey: PeerTimer] = [:]
         /// Connections whose close is watched (to fail their transfers).
         var watched: Set<ObjectIdentifier> = []
         var stopped = false
@@ -80,11 +85,11 @@ final class ResourceTransfers: ResourceFrameSink {
         guard let resource = registered else { throw PeerKitError.notRunning }
         watch(connection)
         let key = Key(connection: ObjectIdentifier(connection), transfer: resource.transfer)
-        checkForStall(outgoing: resource, key: key, in: limits.stallTimeout)
+        checkForStall(resource, key: StallCheckKey(key: key, incoming: false), in: limits.stallTimeout)
         resource.start(source, chunkLength: limits.chunkLength) { [weak self] in
             let check = self?.state.withLockedValue { state -> PeerTimer? in
                 state.outgoing.removeValue(forKey: key)
-                return state.outgoingStallChecks.removeValue(forKey: key)
+                return state.stallChecks.removeValue(forKey: StallCheckKey(key: key, incoming: false))
             }
             check?.cancel()
         }
@@ -177,7 +182,7 @@ final class ResourceTransfers: ResourceFrameSink {
             let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window, chunkLength: acceptedChunkLength, clock: clock) { [weak self] in
                 let check = self?.state.withLockedValue { state -> PeerTimer? in
                     state.incoming.removeValue(forKey: key)
-                    return state.incomingStallChecks.removeValue(forKey: key)
+                    return state.stallChecks.removeValue(forKey: StallCheckKey(key: key, incoming: true))
                 }
                 check?.cancel()
             }
@@ -193,7 +198,7 @@ final class ResourceTransfers: ResourceFrameSink {
             refuse("it is already receiving \(count) resources, its limit (PeerConfiguration.maximumConcurrentIncomingResources)")
         case let .accept(resource):
             watch(connection)
-            checkForStall(incoming: resource, key: key, in: limits.stallTimeout)
+            checkForStall(resource, key: StallCheckKey(key: key, incoming: true), in: limits.stallTimeout)
             connection.send(ResourceFrame.frame(ResourceFrame.accept, ResourceFrame.Accept(transfer: offer.transfer, window: window, chunk: acceptedChunkLength)))
             logger.debug("Receiving the resource \"\(name)\" from \(connection).")
             let logger = logger
@@ -244,42 +249,21 @@ final class ResourceTransfers: ResourceFrameSink {
 
     // MARK: Stalls
 
-    /// Checks `resource` once `delay` has passed: cancelled if it has waited on its receiver
-    /// for the whole stall timeout, else checked again when it could be.
-    private func checkForStall(outgoing resource: OutgoingResource, key: Key, in delay: Duration) {
+    /// Checks `resource` once `delay` has passed: cancelled if it has waited on its peer for the
+    /// whole stall timeout, else checked again when it could be. Its timer is kept under `key`,
+    /// to be cancelled when it ends.
+    private func checkForStall(_ resource: some StallWatchedResource, key: StallCheckKey, in delay: Duration) {
         let timer = clock.schedule(on: resource.connection.channel.eventLoop, in: delay) { [weak self, weak resource] in
             guard let self, let resource else { return }
             let status = resource.stallStatus
             guard !status.ended else { return }
             if let next = self.nextCheck(after: status) {
-                return self.checkForStall(outgoing: resource, key: key, in: next)
+                return self.checkForStall(resource, key: key, in: next)
             }
-            let reason = "the receiver took nothing for \(self.limits.stallTimeout) (PeerConfiguration.resourceStallTimeout)"
-            self.logger.notice("Cancelled the resource \"\(LogSafe.text(resource.name, maximumBytes: 80))\" to \(resource.connection): \(reason).")
-            resource.fail(.resourceCancelled(name: resource.name, peer: resource.connection.description, reason: reason), tellPeer: true)
+            resource.cancelStalled(after: self.limits.stallTimeout, logger: self.logger)
         }
-        state.withLockedValue { state in
-            if state.outgoing[key] === resource { state.outgoingStallChecks[key] = timer } else { timer.cancel() }
-        }
-    }
-
-    /// Checks `resource` once `delay` has passed: cancelled if it has waited on its sender for
-    /// the whole stall timeout, else checked again when it could be.
-    private func checkForStall(incoming resource: IncomingResource, key: Key, in delay: Duration) {
-        let timer = clock.schedule(on: resource.connection.channel.eventLoop, in: delay) { [weak self, weak resource] in
-            guard let self, let resource else { return }
-            let status = resource.stallStatus
-            guard !status.ended else { return }
-            if let next = self.nextCheck(after: status) {
-                return self.checkForStall(incoming: resource, key: key, in: next)
-            }
-            let reason = "nothing arrived for \(self.limits.stallTimeout) (PeerConfiguration.resourceStallTimeout)"
-            self.logger.notice("Cancelled the resource \"\(LogSafe.text(resource.name, maximumBytes: 80))\" from \(resource.connection): \(reason).")
-            resource.fail(.resourceCancelled(name: resource.name, peer: resource.connection.description, reason: reason), tellPeer: "this peer cancelled it: " + reason)
-        }
-        state.withLockedValue { state in
-            if state.incoming[key] === resource { state.incomingStallChecks[key] = timer } else { timer.cancel() }
-        }
+        // A transfer that ended meanwhile removed its entry already: its timer will find it ended.
+        if !resource.stallStatus.ended { state.withLockedValue { $0.stallChecks[key] = timer } }
     }
 
     /// How long until a transfer in `status` should be checked again, or nil when it has waited

@@ -27,6 +27,17 @@ struct ResourceStallTests {
         return (transceiver, raw)
     }
 
+    /// Sends 64 bytes as the resource "doc" from `sender` to its raw peer, once connected.
+    private func sendSixtyFourBytes(from sender: PeerTransceiver) async throws -> OutgoingResource {
+        let peer = try await within(20, "the raw peer to connect") {
+            while true {
+                if let peer = sender.connectedPeers.first { return peer }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        return try sender.send(resource: .bytes(Array(repeating: UInt8(7), count: 64)), named: "doc", to: peer)
+    }
+
     /// The next frame of `raw` that starts with `prefix`, or "" when the connection closed first
     /// or none came within 20 s (the raw peer is then closed, so the test fails instead of hanging).
     private func frame(from raw: RawPeer, startingWith prefix: String) async -> String {
@@ -119,13 +130,7 @@ struct ResourceStallTests {
         let clock = TestClock()
         let (sender, raw) = try await transceiverAndRawPeer(clock: clock)
         defer { sender.stop(); raw.close() }
-        let peer = try await within(20, "the raw peer to connect") {
-            while true {
-                if let peer = sender.connectedPeers.first { return peer }
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        let transfer = try sender.send(resource: .bytes(Array(repeating: UInt8(7), count: 64)), named: "doc", to: peer)
+        let transfer = try await sendSixtyFourBytes(from: sender)
         _ = await frame(from: raw, startingWith: #"{"type":"peerkit.resource.offer""#)
         try await raw.send(#"{"type":"peerkit.resource.accept","payload":{"transfer":1,"window":1048576,"chunk":65536}}"#)
         let end = await frame(from: raw, startingWith: #"{"type":"peerkit.resource.end""#)
@@ -146,13 +151,7 @@ struct ResourceStallTests {
         let clock = TestClock()
         let (sender, raw) = try await transceiverAndRawPeer(clock: clock)
         defer { sender.stop(); raw.close() }
-        let peer = try await within(20, "the raw peer to connect") {
-            while true {
-                if let peer = sender.connectedPeers.first { return peer }
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        let transfer = try sender.send(resource: .bytes(Array(repeating: UInt8(7), count: 64)), named: "doc", to: peer)
+        let transfer = try await sendSixtyFourBytes(from: sender)
         let offer = await frame(from: raw, startingWith: #"{"type":"peerkit.resource.offer""#)
         #expect(offer.contains(#""name":"doc""#), "\(offer)")
         // A window of 16 bytes, and never an acknowledgement.
