@@ -85,7 +85,9 @@ public struct PeerConfiguration: Sendable {
     /// cancelled, both sides told why: an incoming one for bytes its window has room for, an
     /// outgoing one for the receiver's acceptance or for acknowledgements of the bytes sent.
     /// Waiting on this side's own handler or source does not count, nor on the receiver's handler
-    /// once every byte was acknowledged, and the peer stays connected. Defaults
+    /// once every byte was acknowledged, and the peer stays connected. A transfer is looked at
+    /// when this much has passed since its last progress, or since it was last looked at while
+    /// not waiting, so a stall is noticed within twice this. Defaults
     /// to 30 s: hundreds of times what a chunk takes on a 4 MiB/s link, and a bound on how long a
     /// peer that offers resources and then sends nothing can hold the slots of
     /// ``maximumConcurrentIncomingResources`` (and a sender's source, such as a database snapshot).
