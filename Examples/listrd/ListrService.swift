@@ -83,6 +83,28 @@ final class ListrService: Service, Sendable {
         let lists = Mutex<[String: Data]>([:])
     }
 
+    /// How many dumps are being sent (at most ``ListrLimits/maximumConcurrentDumps``).
+    private let dumps = DumpCount()
+
+    /// The dumps being sent, shared with the handlers.
+    private final class DumpCount: Sendable {
+        private let count = Mutex(0)
+
+        /// Counts one more dump, or returns false when the limit is reached.
+        func take() -> Bool {
+            count.withLock { count in
+                guard count < ListrLimits.maximumConcurrentDumps else { return false }
+                count += 1
+                return true
+            }
+        }
+
+        /// A dump ended (sent, failed, or never started).
+        func release() {
+            count.withLock { $0 -= 1 }
+        }
+    }
+
     /// The transceiver serving now, for the watchers' `send`.
     private final class TransceiverBox: Sendable {
         private let value = Mutex<PeerTransceiver?>(nil)
@@ -163,9 +185,10 @@ final class ListrService: Service, Sendable {
         handler.serve(on: transceiver, logger: logger)
         let box = box
         let uploads = uploads
+        let dumps = dumps
         handler.serve(DumpDatabaseCommand.self, on: transceiver, logger: logger) { handler, command, sender in
             guard command.asResource == true else { return await handler.handle(command, from: sender) }
-            return await Self.sendDump(handler: handler, to: sender, on: box.transceiver)
+            return await Self.sendDump(handler: handler, to: sender, on: box.transceiver, counting: dumps)
         }
         handler.serve(ReplaceDatabaseCommand.self, on: transceiver, logger: logger) { handler, command, sender in
             guard command.upload == true else { return await handler.handle(command, from: sender) }
@@ -189,14 +212,19 @@ final class ListrService: Service, Sendable {
     }
 
     /// Starts sending the list to `sender` as the resource ``ListrResources/dump`` and answers at
-    /// once, so other commands are served while the bytes travel.
-    private static func sendDump(handler: ListrRequestHandler, to sender: Peer, on transceiver: PeerTransceiver?) async -> CLIResponse {
+    /// once, so other commands are served while the bytes travel. At most
+    /// ``ListrLimits/maximumConcurrentDumps`` are sent at once (`dumps` counts them).
+    private static func sendDump(handler: ListrRequestHandler, to sender: Peer, on transceiver: PeerTransceiver?, counting dumps: DumpCount) async -> CLIResponse {
         guard let transceiver else { return .error(PeerKitError.notRunning.description) }
+        guard dumps.take() else {
+            return .error("listrd is already sending \(ListrLimits.maximumConcurrentDumps) dumps, its limit; try again once one has arrived.")
+        }
         do {
             let dump = try await handler.dump()
             let transfer = try transceiver.send(resource: dump.source, named: ListrResources.dump, to: sender)
             let logger = transceiver.configuration.logger
             Task {
+                defer { dumps.release() }
                 do {
                     try await transfer.finished()
                 } catch {
@@ -205,6 +233,7 @@ final class ListrService: Service, Sendable {
             }
             return .message("Sending the list (\(dump.size) bytes) as the resource \"\(ListrResources.dump)\".")
         } catch {
+            dumps.release()
             return .error("\(error)")
         }
     }

@@ -13,4 +13,9 @@ public enum ListrLimits {
 
     /// How many uploaded replacements listrd keeps waiting for their `ReplaceDatabaseCommand`: 2.
     public static let maximumPendingUploads = 2
+
+    /// How many dumps listrd sends at once, to all clients together: 4. Each reads a snapshot of
+    /// the database (a connection and a read transaction of its own) until its transfer ends; a
+    /// request for another is answered with an error saying so, and nothing else waits.
+    public static let maximumConcurrentDumps = 4
 }
