@@ -77,6 +77,10 @@ public struct PeerConfiguration: Sendable {
     /// refused with a sentence saying so; the sender's transfer throws
     /// ``PeerKitError/resourceRefused(name:peer:reason:)``.
     public var maximumConcurrentIncomingResources: Int
+    /// How many of those may come from one peer (one connection). Defaults to 2, half of
+    /// ``maximumConcurrentIncomingResources``, so one peer cannot take every slot. Further offers
+    /// from it are refused with a sentence saying so.
+    public var maximumConcurrentIncomingResourcesPerPeer: Int
     /// The largest resource accepted, in bytes, when its sender announces its size; a resource of
     /// unannounced size is stopped when it goes over. Defaults to 16 GiB: a bound on the disk a
     /// peer can make a handler that writes files fill, far above what PeerKit's users send.
@@ -172,6 +176,7 @@ public struct PeerConfiguration: Sendable {
         self.resourceChunkLength = 256 * 1024
         self.resourceWindowBytes = 4 * 1024 * 1024
         self.maximumConcurrentIncomingResources = 4
+        self.maximumConcurrentIncomingResourcesPerPeer = 2
         self.resourceStallTimeout = .seconds(30)
         self.maximumIncomingResourceBytes = 16 * 1024 * 1024 * 1024
         self.maximumConnections = 512
@@ -217,6 +222,7 @@ public struct PeerConfiguration: Sendable {
             ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),
             ("resourceChunkLength", resourceChunkLength), ("resourceWindowBytes", resourceWindowBytes),
             ("maximumConcurrentIncomingResources", maximumConcurrentIncomingResources),
+            ("maximumConcurrentIncomingResourcesPerPeer", maximumConcurrentIncomingResourcesPerPeer),
         ]
         for (name, value) in limits where value <= 0 {
             throw PeerKitError.invalidConfiguration(property: name, reason: "it is \(value), and it must be at least 1")

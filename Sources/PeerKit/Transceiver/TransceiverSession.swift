@@ -86,6 +86,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 chunkLength: configuration.resourceChunkLength,
                 window: configuration.resourceWindowBytes,
                 maximumConcurrentIncoming: configuration.maximumConcurrentIncomingResources,
+                maximumConcurrentIncomingPerConnection: configuration.maximumConcurrentIncomingResourcesPerPeer,
                 maximumIncomingBytes: configuration.maximumIncomingResourceBytes,
                 maximumFrameLength: configuration.maximumFrameLength,
                 stallTimeout: configuration.resourceStallTimeout

@@ -41,6 +41,9 @@ struct ListrDumpLimitTests {
         configuration.advertises = false
         configuration.peerName = "dumper"
         configuration.discovery = .staticPeers([PeerEndpoint(host: "127.0.0.1", port: port)])
+        // Room to take every dump listrd may send at once, and one more.
+        configuration.maximumConcurrentIncomingResources = ListrLimits.maximumConcurrentDumps + 1
+        configuration.maximumConcurrentIncomingResourcesPerPeer = ListrLimits.maximumConcurrentDumps + 1
         let client = PeerTransceiver(configuration: configuration)
         let gate = Gate()
         client.receiveResources(named: ListrResources.dump) { resource in

@@ -14,6 +14,7 @@ final class ResourceTransfers: ResourceFrameSink {
         var chunkLength: Int
         var window: Int
         var maximumConcurrentIncoming: Int
+        var maximumConcurrentIncomingPerConnection: Int
         var maximumIncomingBytes: Int64
         /// The receiver's frame limit: a chunk's frame must fit.
         var maximumFrameLength: Int
@@ -173,12 +174,14 @@ final class ResourceTransfers: ResourceFrameSink {
         if let size = offer.size, size > limits.maximumIncomingBytes {
             return refuse("it is \(size) bytes, over this peer's limit of \(limits.maximumIncomingBytes) bytes (PeerConfiguration.maximumIncomingResourceBytes)")
         }
-        enum Decision { case accept(IncomingResource), duplicate, busy(Int), stopped }
+        enum Decision { case accept(IncomingResource), duplicate, busy(Int), busyFromPeer(Int), stopped }
         let window = limits.window
         let decision = state.withLockedValue { state -> Decision in
             guard !state.stopped else { return .stopped }
             guard state.incoming[key] == nil else { return .duplicate }
             guard state.incoming.count < limits.maximumConcurrentIncoming else { return .busy(state.incoming.count) }
+            let fromPeer = state.incoming.keys.count { $0.connection == key.connection }
+            guard fromPeer < limits.maximumConcurrentIncomingPerConnection else { return .busyFromPeer(fromPeer) }
             let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window, chunkLength: acceptedChunkLength, clock: clock) { [weak self] in
                 let check = self?.state.withLockedValue { state -> PeerTimer? in
                     state.incoming.removeValue(forKey: key)
@@ -196,6 +199,8 @@ final class ResourceTransfers: ResourceFrameSink {
             violation("a second peerkit.resource.offer arrived for the open transfer \(offer.transfer)", on: connection)
         case let .busy(count):
             refuse("it is already receiving \(count) resources, its limit (PeerConfiguration.maximumConcurrentIncomingResources)")
+        case let .busyFromPeer(count):
+            refuse("it is already receiving \(count) resources from this peer, its limit per peer (PeerConfiguration.maximumConcurrentIncomingResourcesPerPeer)")
         case let .accept(resource):
             watch(connection)
             checkForStall(resource, key: StallCheckKey(key: key, incoming: true), in: limits.stallTimeout)

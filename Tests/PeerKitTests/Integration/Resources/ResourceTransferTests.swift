@@ -277,4 +277,40 @@ struct ResourceTransferTests {
         try await within(30, "the first transfer") { try await first.finished() }
         #expect(sender.connectedPeers.count == 1)
     }
+
+    @Test("one peer gets at most its share of the receiver's slots; another peer still gets one")
+    func perPeerLimit() async throws {
+        let serviceType = randomServiceType()
+        let receiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "receiver"))
+        try await receiver.start()
+        let greedy = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "greedy", peers: [try endpoint(of: receiver)]))
+        let other = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "other", peers: [try endpoint(of: receiver)]))
+        try await greedy.start()
+        try await other.start()
+        defer { receiver.stop(); greedy.stop(); other.stop() }
+        let release = Inbox<Void>()
+        let arriving = Inbox<String>()
+        receiver.receiveResources(named: "held") { resource in
+            arriving.put(resource.sender.name)
+            _ = try await release.take(1, within: 60)
+            for try await _ in resource.chunks {}
+        }
+        let toReceiver = try await greedy.waitForPeer(timeout: .seconds(20))
+        let held = try (0..<2).map { _ in try greedy.send(resource: .bytes([1]), named: "held", to: toReceiver) }
+        #expect(try await arriving.take(2) == ["greedy", "greedy"])
+        let third = try greedy.send(resource: .bytes([3]), named: "held", to: toReceiver)
+        do {
+            try await within(30, "the refusal") { try await third.finished() }
+            Issue.record("a third resource from one peer was taken")
+        } catch let error as PeerKitError {
+            #expect(error.description.contains("it is already receiving 2 resources from this peer, its limit per peer (PeerConfiguration.maximumConcurrentIncomingResourcesPerPeer)."), "\(error)")
+        }
+        // The other peer's offer takes one of the two slots left.
+        let fromOther = try other.send(resource: .bytes([4]), named: "held", to: try await other.waitForPeer(timeout: .seconds(20)))
+        #expect(try await arriving.take(1) == ["other"])
+        for _ in 0..<3 { release.put(()) }
+        for transfer in held + [fromOther] {
+            try await within(30, "the held transfers") { try await transfer.finished() }
+        }
+    }
 }
