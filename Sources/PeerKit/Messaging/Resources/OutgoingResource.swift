@@ -1,6 +1,6 @@
 import Crypto
-import NIOConcurrencyHelpers
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// A resource being sent to one peer: its progress, a way to cancel it, and its outcome.

@@ -267,8 +267,12 @@ final class ResourceTransfers: ResourceFrameSink {
             }
             resource.cancelStalled(after: self.limits.stallTimeout, logger: self.logger)
         }
-        // A transfer that ended meanwhile removed its entry already: its timer will find it ended.
-        if !resource.stallStatus.ended { state.withLockedValue { $0.stallChecks[key] = timer } }
+        // Kept only while the transfer is registered: one that ended meanwhile has removed its
+        // check already (under this lock), and its timer will find it ended.
+        state.withLockedValue { state in
+            let registered: AnyObject? = key.incoming ? state.incoming[key.key] : state.outgoing[key.key]
+            if registered === resource { state.stallChecks[key] = timer }
+        }
     }
 
     /// How long until a transfer in `status` should be checked again, or nil when it has waited
