@@ -15,7 +15,8 @@ import Foundation
 enum ItemPropertyListWriter {
     /// The property list of `items`, or nil when one of them needs Foundation.
     static func data(for items: [Item]) -> Data? {
-        guard let size = measure(items)?.size else { return nil }
+        guard let itemsLength = itemsLength(items) else { return nil }
+        let size = headLength(empty: items.isEmpty) + itemsLength + tailLength(empty: items.isEmpty)
         var data = Data(count: size)
         let written = data.withUnsafeMutableBytes { raw -> Int in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 0 }
@@ -30,18 +31,15 @@ enum ItemPropertyListWriter {
         return written == size ? data : nil
     }
 
-    /// Each item's length in the property list of `items` and the whole list's, or nil when one
-    /// of them needs Foundation.
-    static func measure(_ items: [Item]) -> (lengths: [Int], size: Int)? {
-        var lengths: [Int] = []
-        lengths.reserveCapacity(items.count)
-        var size = headLength(empty: items.isEmpty) + tailLength(empty: items.isEmpty)
+    /// The length of the items' `<dict>`s (the property list without its head and tail), or nil
+    /// when one of them needs Foundation.
+    static func itemsLength(_ items: [Item]) -> Int? {
+        var total = 0
         for item in items {
             guard let length = length(of: item) else { return nil }
-            lengths.append(length)
-            size += length
+            total += length
         }
-        return (lengths, size)
+        return total
     }
 
     /// The bytes of one item's `<dict>`, or nil when its title needs Foundation.

@@ -1,5 +1,6 @@
 /// The items of a `store dump`, as they were when the dump began, read row by row as often as
-/// needed: once to measure the property list, then again while it is written and sent.
+/// needed: to measure the property list when the store does not know its length, and while it
+/// is written and sent.
 ///
 /// ``ListrDatabase`` answers with a snapshot of the database (a read transaction of its own), so
 /// changes made while a dump travels neither wait for it nor show up in it; ``ItemArrayRows`` is

@@ -108,7 +108,7 @@ public actor ItemStore {
         try persistence.replaceAll(with: items)
         itemCount = items.count
         version += 1
-        itemsLength = ItemPropertyListWriter.measure(items).map { $0.size - ItemPropertyListWriter.headLength(empty: items.isEmpty) - ItemPropertyListWriter.tailLength(empty: items.isEmpty) }
+        itemsLength = ItemPropertyListWriter.itemsLength(items)
         onChange(ListrChange(kind: .replaced, client: client, count: items.count))
     }
 
