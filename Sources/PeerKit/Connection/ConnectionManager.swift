@@ -516,7 +516,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                 try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
             }.timingOut(after: connectTimeout, clock: clock, on: group.next(), endpoint: endpoint)
         } else {
-            connected = ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: group)
                 // With a clock other than the real one, the connect timeout is that clock's (below).
                 .connectTimeout(clock.isReal ? configuration.connectTimeout : .hours(24))
                 .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -530,8 +530,13 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                         try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
                     }
                 }
-                .connect(host: endpoint.host, port: endpoint.port)
-                .map { _ in }
+            // Discovery resolves to address literals: dialling one directly skips getaddrinfo
+            // and Happy Eyeballs (a thread hop and a few milliseconds for a short-lived client).
+            if let address = try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port) {
+                connected = bootstrap.connect(to: address).map { _ in }
+            } else {
+                connected = bootstrap.connect(host: endpoint.host, port: endpoint.port).map { _ in }
+            }
         }
         connected
             .whenComplete { result in

@@ -332,6 +332,23 @@ struct TransceiverConnectionTests {
         #expect(dialler.knownPeersListed)
     }
 
+    /// An address literal is dialled directly; anything else goes through the resolver.
+    @Test("an endpoint is reached by its address literal and by a host name", arguments: ["127.0.0.1", "localhost"])
+    func dialsLiteralsAndNames(host: String) async throws {
+        let serviceType = randomServiceType()
+        let listener = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "listener"))
+        defer { listener.stop() }
+        try await listener.start()
+        let port = try #require(listener.listeningPort)
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: "dialler", peers: [PeerEndpoint(host: host, port: port)])
+        configuration.advertises = false
+        let dialler = PeerTransceiver(configuration: configuration)
+        defer { dialler.stop() }
+        try await dialler.start()
+        let peer = try await dialler.waitForPeer(timeout: .seconds(20))
+        #expect(peer.name == "listener")
+    }
+
     @Test("after discovery renames the advertisement (a name collision), peers see the new name")
     func renamedAdvertisement() async throws {
         let serviceType = randomServiceType()
