@@ -67,7 +67,7 @@ stress: setup
 
 ## make bench: release-build benchmarks with baselines measured in the same run.
 bench: avahi
-	@scripts/bench
+	@TOOL_BUILD_FLAGS="$(TOOL_BUILD_FLAGS)" scripts/bench
 
 ## make fuzz: libFuzzer (with AddressSanitizer) on the frame decoder, the connection state machine and
 ## the JSON decoder: FUZZ_RUNS executions in total (default 10 million); any crash, leak or input
@@ -78,11 +78,18 @@ fuzz:
 fuzz-smoke:
 	@scripts/fuzz smoke
 
+## How the installed tools are built: with the Swift runtime and Foundation linked in, so that they
+## do not load them from the toolchain (which may move, be upgraded or be absent where they are
+## copied to) and start about 10 ms sooner; in a scratch path of their own, so that the everyday
+## `swift build -c release` is not rebuilt each time one or the other runs. `make bench` measures
+## the tools built this way.
+TOOL_BUILD_FLAGS = --static-swift-stdlib --scratch-path .build/static
+
 ## make install PREFIX=/usr/local: the three tools, their man pages and shell completions, and
 ## listrd's systemd unit (see Documentation/Listr.md, "Running listrd as a service").
 install: setup man
-	for tool in $(TOOLS); do $(SWIFT) build -c $(CONFIGURATION) --product $$tool $(SWIFT_BUILD_FLAGS) || exit 1; done
-	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" packaging/install.sh "$$($(SWIFT) build -c $(CONFIGURATION) --show-bin-path $(SWIFT_BUILD_FLAGS))" $(MAN_DIR)
+	for tool in $(TOOLS); do $(SWIFT) build -c $(CONFIGURATION) --product $$tool $(TOOL_BUILD_FLAGS) $(SWIFT_BUILD_FLAGS) || exit 1; done
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" packaging/install.sh "$$($(SWIFT) build -c $(CONFIGURATION) $(TOOL_BUILD_FLAGS) --show-bin-path $(SWIFT_BUILD_FLAGS))" $(MAN_DIR)
 
 ## make man: man pages for the three tools, from their ArgumentParser definitions, in .build/man
 ## (argument-parser's generate-manual plugin; it builds the package in $(CONFIGURATION) first).

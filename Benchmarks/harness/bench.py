@@ -24,7 +24,9 @@ from suite import Suite
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", required=True, help="where the release peerkit-bench (and listrd, listrctl) are")
+    parser.add_argument("--bin-dir", required=True, help="where the release peerkit-bench is")
+    parser.add_argument("--tools-dir", help="where the release listrd, listrctl and peerkit are, built as make install "
+                                            "builds them (default: --bin-dir)")
     parser.add_argument("--raw", required=True, help="the compiled rawbench")
     parser.add_argument("--python", required=True, help="a Python with pyzmq")
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement (fresh processes each)")

@@ -23,6 +23,7 @@ class Suite:
         self.args = args
         self.bin = Path(args.bin_dir)
         self.pkbench = str(self.bin / "peerkit-bench")
+        self.tools = Path(args.tools_dir or args.bin_dir)
         self.raw = args.raw
         self.python = args.python
         self.zmq = str(Path(__file__).resolve().parent.parent / "zmq" / "zmqbench.py")
@@ -188,10 +189,10 @@ class Suite:
     # ---- Listr
 
     def listr_binaries(self):
-        listrd, listrctl = self.bin / "listrd", self.bin / "listrctl"
+        listrd, listrctl = self.tools / "listrd", self.tools / "listrctl"
         for binary in (listrd, listrctl):
             if not binary.exists():
-                raise BenchError(f"{binary} is missing; build it with `swift build -c release --product {binary.name}`")
+                raise BenchError(f"{binary} is missing; build it as scripts/bench does")
         probe = subprocess.run([str(listrctl), "--help"], capture_output=True, text=True, timeout=10)
         if "item" not in probe.stdout + probe.stderr:
             raise BenchError("listrctl is a placeholder without the `item` commands")
@@ -408,7 +409,7 @@ class Suite:
             self.log(f"  {title}: {format_figure(figure)}")
 
     def measure_meshes(self):
-        binary = str(self.bin / "peerkit")
+        binary = str(self.tools / "peerkit")
         sizes = (8, 32, 64) if not self.args.quick else (8, 16)
         try:
             lone = mesh.lone_node_rss(binary, self.service_type())
