@@ -93,7 +93,7 @@ extension PeerKitBench {
             try await transceiver.start()
             let peer = try await transceiver.waitForPeer(timeout: .seconds(20))
             let start = ContinuousClock.now
-            let transfer = try transceiver.send(resource: .chunks(Generated(total: size), size: size), named: "bench", to: peer)
+            let transfer = try await transceiver.send(resource: .chunks(Generated(total: size), size: size), named: "bench", to: peer)
             try await transfer.finished()
             let elapsed = ContinuousClock.now - start
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18

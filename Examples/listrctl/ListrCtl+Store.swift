@@ -186,7 +186,7 @@ extension ListrCtl.Store {
             try await options.run { client throws(ListrCtlError) in
                 let transfer: OutgoingResource
                 do {
-                    transfer = try client.transceiver.send(resource: source, named: ListrResources.replace, to: client.daemon)
+                    transfer = try await client.transceiver.send(resource: source, named: ListrResources.replace, to: client.daemon)
                 } catch let error as PeerKitError where error.code == .featureNotSupported {
                     // A listrd from before resources: the list goes in the command.
                     let data: Data

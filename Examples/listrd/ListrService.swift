@@ -221,7 +221,7 @@ final class ListrService: Service, Sendable {
         }
         do {
             let dump = try await handler.dump()
-            let transfer = try transceiver.send(resource: dump.source, named: ListrResources.dump, to: sender)
+            let transfer = try await transceiver.send(resource: dump.source, named: ListrResources.dump, to: sender)
             let logger = transceiver.configuration.logger
             Task {
                 defer { dumps.release() }

@@ -1,9 +1,12 @@
 extension PeerTransceiver {
     /// Starts sending a resource (a file, or a sequence of byte chunks) of any size to `peer`,
-    /// and returns at once with a handle on the transfer.
+    /// and returns at once with a handle on the transfer. Only while the peer switches to the
+    /// connection that won a tie-break (two peers that dialled each other at the same time) does
+    /// it wait, for that connection, at most ``PeerConfiguration/handshakeTimeout``, as
+    /// `send(_:to:)` does.
     ///
     /// ```swift
-    /// let transfer = try transceiver.send(resource: .file(URL(filePath: "dump.sqlite")), named: "store", to: peer)
+    /// let transfer = try await transceiver.send(resource: .file(URL(filePath: "dump.sqlite")), named: "store", to: peer)
     /// for await step in transfer.progress {
     ///     print("\(step.bytesDone) of \(step.totalBytes ?? 0) bytes, \(Int(step.bytesPerSecond)) B/s")
     /// }
@@ -20,9 +23,9 @@ extension PeerTransceiver {
     ///   ``PeerKitError/featureNotSupported(feature:peer:)`` for a peer that does not take part in
     ///   the `resources` feature, ``PeerKitError/notRunning``. Failures later in the transfer are
     ///   thrown by ``OutgoingResource/finished()``.
-    public func send(resource source: ResourceSource, named name: String, to peer: Peer) throws -> OutgoingResource {
+    public func send(resource source: ResourceSource, named name: String, to peer: Peer) async throws -> OutgoingResource {
         let session = try runningSession()
-        guard let connection = session.manager.connection(to: peer.id) else {
+        guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
             throw session.manager.recentFailure(of: peer.id) ?? PeerKitError.peerNotConnected(peer: peer.name)
         }
         return try session.resources.send(source, named: name, to: peer, on: connection)

@@ -6,7 +6,7 @@ import NIOCore
 /// A resource being sent to one peer: its progress, a way to cancel it, and its outcome.
 ///
 /// ```swift
-/// let transfer = try transceiver.send(resource: .file(backupURL), named: "store", to: peer)
+/// let transfer = try await transceiver.send(resource: .file(backupURL), named: "store", to: peer)
 /// Task { for await step in transfer.progress { print(step.bytesDone) } }
 /// try await transfer.finished()   // digest checked, the receiver's handler returned
 /// ```

@@ -5,8 +5,8 @@ import NIOFileSystem
 /// Where the bytes of an outgoing resource come from: a file, or an `AsyncSequence` of chunks.
 ///
 /// ```swift
-/// let transfer = try transceiver.send(resource: .file(URL(filePath: "/var/backups/store.sqlite")),
-///                                     named: "store", to: peer)
+/// let transfer = try await transceiver.send(resource: .file(URL(filePath: "/var/backups/store.sqlite")),
+///                                           named: "store", to: peer)
 /// ```
 ///
 /// The bytes are read as they are sent, a chunk at a time, so a resource of any size costs the

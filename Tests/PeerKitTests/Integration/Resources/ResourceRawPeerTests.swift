@@ -189,7 +189,7 @@ struct ResourceRawPeerTests {
             }
         }
         do {
-            _ = try receiver.send(resource: .bytes([1, 2, 3]), named: "doc", to: peer)
+            _ = try await receiver.send(resource: .bytes([1, 2, 3]), named: "doc", to: peer)
             Issue.record("a resource was sent to a peer without the feature")
         } catch let error as PeerKitError {
             #expect(error == .featureNotSupported(feature: "resources", peer: error.featurePeer ?? ""))

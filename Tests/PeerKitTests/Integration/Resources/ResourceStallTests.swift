@@ -35,7 +35,7 @@ struct ResourceStallTests {
                 try await Task.sleep(for: .milliseconds(5))
             }
         }
-        return try sender.send(resource: .bytes(Array(repeating: UInt8(7), count: 64)), named: "doc", to: peer)
+        return try await sender.send(resource: .bytes(Array(repeating: UInt8(7), count: 64)), named: "doc", to: peer)
     }
 
     /// The next frame of `raw` that starts with `prefix`, or "" when the connection closed first

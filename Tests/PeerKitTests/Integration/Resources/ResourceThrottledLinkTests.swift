@@ -103,7 +103,7 @@ struct ResourceThrottledLinkTests {
 
         let total: Int64 = 20 << 20
         let started = ContinuousClock.now
-        let transfer = try sender.send(resource: .chunks(PatternBytes(total: total), size: total), named: "slow", to: peer)
+        let transfer = try await sender.send(resource: .chunks(PatternBytes(total: total), size: total), named: "slow", to: peer)
         let done = NIOLockedValueBox(false)
         let transferTask = Task {
             defer { done.withLockedValue { $0 = true } }

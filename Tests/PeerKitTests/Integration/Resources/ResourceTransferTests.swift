@@ -81,7 +81,7 @@ struct ResourceTransferTests {
             try await resource.write(to: scratch.file("received.bin"))
         }
         let peer = try #require(sender.connectedPeers.first)
-        let transfer = try sender.send(resource: .file(scratch.file("source.bin")), named: "backup", to: peer)
+        let transfer = try await sender.send(resource: .file(scratch.file("source.bin")), named: "backup", to: peer)
         let sent = lastProgress(transfer.progress)
         try await within(60, "the transfer") { try await transfer.finished() }
         #expect(try Data(contentsOf: scratch.file("received.bin")) == Data(bytes))
@@ -113,7 +113,7 @@ struct ResourceTransferTests {
         var expected = SHA256()
         for try await chunk in PatternBytes(total: total) { chunk.withUnsafeReadableBytes { expected.update(bufferPointer: $0) } }
         let peer = try #require(sender.connectedPeers.first)
-        let transfer = try sender.send(resource: .chunks(PatternBytes(total: total)), named: "stream", to: peer)
+        let transfer = try await sender.send(resource: .chunks(PatternBytes(total: total)), named: "stream", to: peer)
         try await within(60, "the transfer") { try await transfer.finished() }
         let (digest, count, longest) = try await digests.take(1)[0]
         #expect(digest == ResourceDigest.hex(expected.finalize()))
@@ -136,8 +136,8 @@ struct ResourceTransferTests {
             try await resource.write(to: scratch.file("in-\(resource.size ?? 0)"))
         }
         let peer = try #require(sender.connectedPeers.first)
-        let one = try sender.send(resource: .file(scratch.file("one")), named: "file", to: peer)
-        let two = try sender.send(resource: .file(scratch.file("two")), named: "file", to: peer)
+        let one = try await sender.send(resource: .file(scratch.file("one")), named: "file", to: peer)
+        let two = try await sender.send(resource: .file(scratch.file("two")), named: "file", to: peer)
         try await within(60, "both transfers") {
             async let a: Void = one.finished()
             async let b: Void = two.finished()
@@ -168,7 +168,7 @@ struct ResourceTransferTests {
             }
         }
         let peer = try #require(sender.connectedPeers.first)
-        let transfer = try sender.send(resource: .chunks(PatternBytes(total: 1 << 30, pause: .milliseconds(20)), size: 1 << 30), named: "big", to: peer)
+        let transfer = try await sender.send(resource: .chunks(PatternBytes(total: 1 << 30, pause: .milliseconds(20)), size: 1 << 30), named: "big", to: peer)
         _ = try await firstBytes.take(1, within: 60)
         transfer.cancel()
         await #expect(throws: PeerKitError.self) { try await transfer.finished() }
@@ -190,7 +190,7 @@ struct ResourceTransferTests {
             }
         }
         let peer = try #require(sender.connectedPeers.first)
-        let transfer = try sender.send(resource: .chunks(PatternBytes(total: 1 << 30)), named: "big", to: peer)
+        let transfer = try await sender.send(resource: .chunks(PatternBytes(total: 1 << 30)), named: "big", to: peer)
         do {
             try await within(60, "the cancelled transfer") { try await transfer.finished() }
             Issue.record("the transfer completed although the receiver cancelled it")
@@ -216,7 +216,7 @@ struct ResourceTransferTests {
         }
         let total: Int64 = 1 << 30
         let peer = try #require(sender.connectedPeers.first)
-        let transfer = try sender.send(resource: .chunks(PatternBytes(total: total), size: total), named: "huge", to: peer)
+        let transfer = try await sender.send(resource: .chunks(PatternBytes(total: total), size: total), named: "huge", to: peer)
         let progress = NIOLockedValueBox<Int64>(0)
         let watcher = Task { for await step in transfer.progress { progress.withLockedValue { $0 = step.bytesDone } } }
         try await within(60, "the transfer to start") {
@@ -265,13 +265,13 @@ struct ResourceTransferTests {
                 return error.description
             }
         }
-        let unknown = try await refusal(try sender.send(resource: .bytes([1, 2, 3]), named: "nobody", to: peer))
+        let unknown = try await refusal(try await sender.send(resource: .bytes([1, 2, 3]), named: "nobody", to: peer))
         #expect(unknown.contains("refused the resource \"nobody\": this peer refused it: no handler is registered for resources named \"nobody\"."), "\(unknown)")
-        let tooLarge = try await refusal(try sender.send(resource: .bytes(Array(repeating: 1, count: 1001)), named: "slow", to: peer))
+        let tooLarge = try await refusal(try await sender.send(resource: .bytes(Array(repeating: 1, count: 1001)), named: "slow", to: peer))
         #expect(tooLarge.contains("it is 1001 bytes, over this peer's limit of 1000 bytes (PeerConfiguration.maximumIncomingResourceBytes)."), "\(tooLarge)")
-        let first = try sender.send(resource: .bytes([1]), named: "slow", to: peer)
+        let first = try await sender.send(resource: .bytes([1]), named: "slow", to: peer)
         _ = try await arriving.take(1)
-        let busy = try await refusal(try sender.send(resource: .bytes([2]), named: "slow", to: peer))
+        let busy = try await refusal(try await sender.send(resource: .bytes([2]), named: "slow", to: peer))
         #expect(busy.contains("it is already receiving 1 resources, its limit (PeerConfiguration.maximumConcurrentIncomingResources)."), "\(busy)")
         release.put(())
         try await within(30, "the first transfer") { try await first.finished() }
@@ -296,9 +296,10 @@ struct ResourceTransferTests {
             for try await _ in resource.chunks {}
         }
         let toReceiver = try await greedy.waitForPeer(timeout: .seconds(20))
-        let held = try (0..<2).map { _ in try greedy.send(resource: .bytes([1]), named: "held", to: toReceiver) }
+        var held: [OutgoingResource] = []
+        for _ in 0..<2 { held.append(try await greedy.send(resource: .bytes([1]), named: "held", to: toReceiver)) }
         #expect(try await arriving.take(2) == ["greedy", "greedy"])
-        let third = try greedy.send(resource: .bytes([3]), named: "held", to: toReceiver)
+        let third = try await greedy.send(resource: .bytes([3]), named: "held", to: toReceiver)
         do {
             try await within(30, "the refusal") { try await third.finished() }
             Issue.record("a third resource from one peer was taken")
@@ -306,7 +307,7 @@ struct ResourceTransferTests {
             #expect(error.description.contains("it is already receiving 2 resources from this peer, its limit per peer (PeerConfiguration.maximumConcurrentIncomingResourcesPerPeer)."), "\(error)")
         }
         // The other peer's offer takes one of the two slots left.
-        let fromOther = try other.send(resource: .bytes([4]), named: "held", to: try await other.waitForPeer(timeout: .seconds(20)))
+        let fromOther = try await other.send(resource: .bytes([4]), named: "held", to: try await other.waitForPeer(timeout: .seconds(20)))
         #expect(try await arriving.take(1) == ["other"])
         for _ in 0..<3 { release.put(()) }
         for transfer in held + [fromOther] {

@@ -128,6 +128,27 @@ struct TransceiverConnectionTests {
         }
     }
 
+    @Test("while a peer switches to the connection that won a tie-break, sending a resource waits for it and offers the resource on it")
+    func resourceWaitsForTieBreakWinner() async throws {
+        let (transceiver, peer, _, serviceType) = try await peerSwitching()
+        defer { transceiver.stop() }
+        // Before, send(resource:named:to:) threw peerNotConnected here.
+        let sending = Task { try await transceiver.send(resource: .bytes([1, 2, 3]), named: "doc", to: peer) }
+        try await within(20, "the resource to wait for the winner") {
+            while transceiver.session?.manager.switchWaiterCount(of: "raw-peer") != 1 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        let second = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        defer { second.close() }
+        try await second.sayHello(serviceType: serviceType, peerID: "raw-peer", name: "raw", features: [Hello.Feature.resources])
+        let transfer = try await within(20, "the resource to be offered on the winner") { try await sending.value }
+        defer { transfer.cancel() }
+        var offer: String?
+        while offer == nil, let frame = await second.nextFrame(skipping: [#"{"type":"peerkit.ping""#, #"{"type":"peerkit.hello""#]) {
+            if frame.contains(#""peerkit.resource.offer""#) { offer = frame }
+        }
+        #expect(offer?.contains(#""doc""#) == true, "the winner got \(String(describing: offer))")
+    }
+
     @Test("when the tie-break's winner does not come within the handshake timeout, the waiting send fails and the peer is reported disconnected")
     func switchWithoutWinner() async throws {
         let (transceiver, peer, events, _) = try await peerSwitching(handshakeTimeout: .seconds(1))
