@@ -162,10 +162,13 @@ struct ListrAdversarialTests {
         }
         let cpu = try ProcStatus.cpuSeconds(pid: daemon.pid) - cpuBefore
         let elapsed = (ContinuousClock.now - clockBefore) / .seconds(1)
-        // 64 pending handshakes, plus those accepted over the cap and being closed at that moment
-        // (accepting runs in bursts; each refused connection holds a descriptor until its close
-        // runs): bounded, where without the cap it grows with the attack (2,000).
-        #expect(mostDescriptors - descriptorsBefore <= 64 + 64, "listrd held up to \(mostDescriptors) descriptors (\(descriptorsBefore) before) with 2,000 idle connections; 64 pending handshakes (and up to 64 being closed) are allowed")
+        // 64 pending handshakes, plus those accepted over the cap and not yet closed at that
+        // moment: the listening loop accepts in bursts and hands each connection to another event
+        // loop, which refuses and closes it when it next runs. That second part grows with how
+        // busy the machine is (up to 77 measured on 2 cores while a release build ran), not with
+        // the attack, whereas without the cap every idle connection would be held for the 5 s
+        // handshake timeout: up to 2,000.
+        #expect(mostDescriptors - descriptorsBefore <= 64 + 192, "listrd held up to \(mostDescriptors) descriptors (\(descriptorsBefore) before) with 2,000 idle connections; 64 pending handshakes (and up to 192 accepted and being closed) are allowed")
         #expect(closed >= 1000, "listrd closed only \(closed) of 2,000 connections that never sent a hello within 12 s")
         #expect(cpu < elapsed * 0.8, "listrd used \(cpu) s of CPU in \(elapsed) s handling 2,000 idle connections")
 
