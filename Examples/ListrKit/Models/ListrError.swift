@@ -18,6 +18,9 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
     case storeInUse(path: String)
     /// A change could not be written to disk, so it was not made.
     case saveFailed(path: String, reason: String)
+    /// Another program held the database's write lock for longer than listrd waits
+    /// (``ListrDatabase/busyTimeout``), so the change was not made.
+    case storeBusy(path: String)
     /// The store (or its folder) cannot be written, so listrd refuses it rather than fail every change.
     case storeReadOnly(path: String, reason: String)
     /// A JSON store of an earlier listrd could not be moved into the database; nothing was changed.
@@ -51,6 +54,8 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
             return "The store file \(path) is in use by another listrd. Stop that one, or pass another --store."
         case let .saveFailed(path, reason):
             return "The change was not made because it could not be saved to \(path): \(reason). Check the disk and the folder's permissions."
+        case let .storeBusy(path):
+            return "The change was not made because another program has been writing to \(path) for over \(ListrDatabase.busyTimeout.components.seconds) seconds (SQLite: database is locked). Try again once it has committed or quit, e.g. an open transaction in the sqlite3 shell."
         case let .storeReadOnly(path, reason):
             return "The store \(path) cannot be written: \(reason). listrd refuses a store it cannot change; fix the permissions, or pass another --store."
         case let .migrationFailed(path, reason):

@@ -25,9 +25,14 @@ public protocol ItemPersistence: Sendable {
     /// Every item as it is now, for a dump that reads them while later changes go on; the
     /// default reads them into memory with ``items(offset:limit:)``.
     func dumpRows() throws(ListrError) -> any ItemRows
+    /// Whether another program committed a change since the last call; the first call only
+    /// takes note. The default, for a persistence nothing else can reach, is always false.
+    func changedElsewhere() throws(ListrError) -> Bool
 }
 
 extension ItemPersistence {
+    public func changedElsewhere() throws(ListrError) -> Bool { false }
+
     public func dumpRows() throws(ListrError) -> any ItemRows {
         ItemArrayRows(items: try items(offset: 0, limit: nil))
     }

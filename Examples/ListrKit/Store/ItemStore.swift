@@ -7,6 +7,11 @@
 /// list up to date with every change, so that a dump reads the list once, not twice. Being an
 /// actor, the store applies changes strictly one after another, whoever sends them, and reports
 /// them in that order. Its methods run on a dedicated executor because a commit blocks on `fsync`.
+///
+/// Before each method it asks the persistence whether another program committed a change (see
+/// ``ItemPersistence/changedElsewhere()``); if one did, it reads the count and the settings
+/// again, forgets the length, and reports a replace by ``elsewhere`` (and a settings change,
+/// when the settings differ), so that watchers know to read the list again.
 public actor ItemStore {
     private let persistence: any ItemPersistence
     private let onChange: @Sendable (ListrChange) -> Void
@@ -17,8 +22,11 @@ public actor ItemStore {
     private var itemsLength: Int?
     /// Counts the changes to the items.
     private var version = 0
-    /// The settings in effect.
-    public private(set) var settings: ListrSettings
+    /// The settings in effect (see ``settings``).
+    private var currentSettings: ListrSettings
+
+    /// The client name of changes another program committed to the persistence: "another program".
+    public static let elsewhere = "another program"
 
     /// Runs the store's methods off the cooperative thread pool (see ``StoreExecutor``).
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
@@ -31,12 +39,26 @@ public actor ItemStore {
     public init(persistence: any ItemPersistence, onChange: @escaping @Sendable (ListrChange) -> Void = { _ in }) throws(ListrError) {
         self.persistence = persistence
         self.onChange = onChange
+        _ = try persistence.changedElsewhere()  // takes note of where the file is now
         self.itemCount = try persistence.count()
-        self.settings = try persistence.loadSettings() ?? .defaults
+        self.currentSettings = try persistence.loadSettings() ?? .defaults
     }
 
     /// How many items there are.
-    public var count: Int { itemCount }
+    public var count: Int {
+        get throws(ListrError) {
+            try followChangesElsewhere()
+            return itemCount
+        }
+    }
+
+    /// The settings in effect.
+    public var settings: ListrSettings {
+        get throws(ListrError) {
+            try followChangesElsewhere()
+            return currentSettings
+        }
+    }
 
     /// Every item, in insertion order.
     public var items: [Item] {
@@ -46,7 +68,8 @@ public actor ItemStore {
     /// Every item as it is now, for a `store dump`: changes made while the dump reads them
     /// neither wait for it nor show up in it (see ``ItemPersistence/dumpRows()``).
     public func dump() throws(ListrError) -> ItemDump {
-        ItemDump(rows: try persistence.dumpRows(), count: itemCount, itemsLength: itemsLength, version: version)
+        try followChangesElsewhere()
+        return ItemDump(rows: try persistence.dumpRows(), count: itemCount, itemsLength: itemsLength, version: version)
     }
 
     /// Keeps the length a dump measured, unless the items changed since `dump` was taken.
@@ -58,6 +81,7 @@ public actor ItemStore {
     public func items(offset: Int, limit: Int?) throws(ListrError) -> [Item] {
         guard offset >= 0 else { throw .invalidPage(reason: "the offset \(offset) is negative") }
         if let limit, limit < 1 { throw .invalidPage(reason: "the limit \(limit) is less than 1") }
+        try followChangesElsewhere()
         if offset >= itemCount { return [] }
         return try persistence.items(offset: offset, limit: limit)
     }
@@ -65,8 +89,9 @@ public actor ItemStore {
     /// Adds an item; returns it with its 1-based position.
     public func add(title: String, by client: String) throws(ListrError) -> (item: Item, position: Int) {
         try ItemList.validate(title: title)
-        guard itemCount < settings.itemLimit else {
-            throw .itemLimitReached(limit: settings.itemLimit, wanted: itemCount + 1)
+        try followChangesElsewhere()
+        guard itemCount < currentSettings.itemLimit else {
+            throw .itemLimitReached(limit: currentSettings.itemLimit, wanted: itemCount + 1)
         }
         let item = Item(title: title)
         try persistence.append(item)
@@ -102,8 +127,9 @@ public actor ItemStore {
     /// Replaces every item with `items`, after checking them with ``ItemList/problem(in:)``.
     public func replace(with items: [Item], by client: String) throws(ListrError) {
         if let problem = ItemList.problem(in: items) { throw .invalidPropertyList(reason: problem) }
-        guard items.count <= settings.itemLimit else {
-            throw .itemLimitReached(limit: settings.itemLimit, wanted: items.count)
+        try followChangesElsewhere()
+        guard items.count <= currentSettings.itemLimit else {
+            throw .itemLimitReached(limit: currentSettings.itemLimit, wanted: items.count)
         }
         try persistence.replaceAll(with: items)
         itemCount = items.count
@@ -115,6 +141,7 @@ public actor ItemStore {
     /// Runs `register` and returns every item, with no change in between: a watcher registered
     /// this way gets exactly the changes made after the list it is given.
     public func snapshot(registering register: () throws(ListrError) -> Void) throws(ListrError) -> [Item] {
+        try followChangesElsewhere()
         try register()
         return try persistence.items(offset: 0, limit: nil)
     }
@@ -123,7 +150,8 @@ public actor ItemStore {
     /// nothing. An item limit below the current number of items is refused.
     @discardableResult
     public func updateSettings(by client: String, _ change: (inout ListrSettings) throws(ListrError) -> Void) throws(ListrError) -> ListrSettings {
-        var next = settings
+        try followChangesElsewhere()
+        var next = currentSettings
         try change(&next)
         if next.itemLimit < itemCount {
             throw .invalidSetting(
@@ -131,9 +159,9 @@ public actor ItemStore {
                 reason: "the list holds \(itemCount) items already; remove some first"
             )
         }
-        guard next != settings else { return next }
+        guard next != currentSettings else { return next }
         try persistence.saveSettings(next)
-        settings = next
+        currentSettings = next
         onChange(ListrChange(kind: .settings, client: client, settings: next))
         return next
     }
@@ -159,7 +187,23 @@ public actor ItemStore {
         itemsLength = length
     }
 
+    /// Takes in what another program committed since the last look, if anything (see the type's
+    /// documentation).
+    private func followChangesElsewhere() throws(ListrError) {
+        guard try persistence.changedElsewhere() else { return }
+        itemCount = try persistence.count()
+        itemsLength = nil
+        version += 1
+        onChange(ListrChange(kind: .replaced, client: Self.elsewhere, count: itemCount))
+        let saved = try persistence.loadSettings() ?? .defaults
+        if saved != currentSettings {
+            currentSettings = saved
+            onChange(ListrChange(kind: .settings, client: Self.elsewhere, settings: saved))
+        }
+    }
+
     private func check(_ position: Int) throws(ListrError) {
+        try followChangesElsewhere()
         guard position >= 1, position <= itemCount else {
             throw .noSuchItem(position: position, count: itemCount)
         }

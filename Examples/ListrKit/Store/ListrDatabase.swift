@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// The store as an SQLite database, through GRDB: one transaction per change, committed before
 /// the change is acknowledged.
@@ -35,11 +36,22 @@ import GRDB
 /// (``dumpRows()``), a read transaction held while the dump travels, so that changes made
 /// meanwhile neither wait for it nor show up in it. An in-memory database (for tests) is one
 /// connection, and its dumps read the items into memory.
+///
+/// **Other programs.** listrd owns the file while it serves it (``StoreLock`` keeps a second
+/// listrd away), but nothing stops the `sqlite3` shell or a restore tool from committing to it.
+/// ``changedElsewhere()`` notices such a commit through `PRAGMA data_version`, so that the store
+/// reads its count and settings again rather than trusting what it kept. While such a program
+/// holds the write lock, a change waits for it up to ``busyTimeout``, then fails with
+/// ``ListrError/storeBusy(path:)``.
 public final class ListrDatabase: ItemPersistence {
     /// `PRAGMA application_id` of a Listr database: `0x4C535452`, "LSTR".
     public static let applicationID: Int32 = 0x4C53_5452
     /// The schema version this listrd reads and writes.
     public static let schemaVersion: Int32 = 1
+
+    /// How long a change waits for another program's write transaction to end before it fails
+    /// with ``ListrError/storeBusy(path:)``: 2 seconds (SQLite's busy timeout).
+    public static let busyTimeout: Duration = .seconds(2)
 
     /// The most memory SQLite's page cache may take: 64 MiB.
     public static let cacheSize = 64 * 1024 * 1024
@@ -52,6 +64,8 @@ public final class ListrDatabase: ItemPersistence {
     /// The database file's path (`:memory:` for an in-memory one).
     public let path: String
     private let writer: any DatabaseWriter
+    /// `PRAGMA data_version` of the writer connection when ``changedElsewhere()`` last read it.
+    private let seenDataVersion = Mutex<Int64?>(nil)
 
     /// Opens the Listr database at `path`, which ``StoreFile`` has inspected; WAL mode,
     /// `synchronous = FULL`. Throws ``ListrError/storeReadOnly(path:reason:)`` when it cannot be
@@ -87,6 +101,7 @@ public final class ListrDatabase: ItemPersistence {
     private static func configuration() -> Configuration {
         var configuration = Configuration()
         configuration.label = "listr"
+        configuration.busyMode = .timeout(TimeInterval(busyTimeout.components.seconds))
         configuration.prepareDatabase { db in
             // Readers (and snapshots) keep SQLite's small default cache: each would otherwise
             // hold up to 64 MiB after one dump.
@@ -195,6 +210,23 @@ public final class ListrDatabase: ItemPersistence {
         }
     }
 
+    /// Whether another connection to the file (another program) committed since the last call,
+    /// from `PRAGMA data_version` on the writer connection: SQLite moves it with every commit made
+    /// through any other connection, and never with the writer's own. The first call takes note.
+    public func changedElsewhere() throws(ListrError) -> Bool {
+        let version: Int64
+        do {
+            // The writer, not a reader: the pragma compares with the connection's own last look.
+            version = try writer.writeWithoutTransaction { db in try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+        } catch {
+            throw .storeUnreadable(path: path, reason: Self.reason(error))
+        }
+        return seenDataVersion.withLock { seen in
+            defer { seen = version }
+            return seen.map { $0 != version } ?? false
+        }
+    }
+
     /// Adds `item` after the last one, in one transaction.
     public func append(_ item: Item) throws(ListrError) {
         try write { db in
@@ -298,6 +330,8 @@ public final class ListrDatabase: ItemPersistence {
             return try writer.write(body)
         } catch let error as ListrError {
             throw error
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+            throw .storeBusy(path: path)
         } catch {
             throw .saveFailed(path: path, reason: Self.reason(error))
         }

@@ -37,7 +37,7 @@ public struct ListrRequestHandler: Sendable {
                 return try Self.propertyList(page)
             }
             if page.isEmpty {
-                let count = await store.count
+                let count = try await store.count
                 return .message(count == 0
                     ? "The list is empty."
                     : "There are no items from position \(offset + 1) on: the list has \(count) item\(count == 1 ? "" : "s").")
@@ -123,7 +123,7 @@ public struct ListrRequestHandler: Sendable {
 
     /// Answers the settings as a JSON object.
     public func handle(_ command: GetSettingsCommand, from sender: Peer) async -> CLIResponse {
-        await answer { () throws(ListrError) in try Self.json(await store.settings) }
+        await answer { () throws(ListrError) in try Self.json(try await store.settings) }
     }
 
     /// Changes one setting; answers `Set item-limit to 500.`
