@@ -114,7 +114,39 @@ final class ListrService: Service, Sendable {
         }
     }
 
+    /// How often listrd looks for commits another program made to the store while anyone
+    /// watches (see ``ItemStore/followChangesElsewhere()``): each look is one `PRAGMA
+    /// data_version`.
+    static let changesElsewhereInterval: Duration = .seconds(1)
+
     func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.followChangesElsewhere() }
+            defer { group.cancelAll() }
+            try await serve()
+        }
+    }
+
+    /// While anyone watches, looks every ``changesElsewhereInterval`` for commits another
+    /// program made to the store, so that watchers hear of them without waiting for a request;
+    /// ends when cancelled.
+    private func followChangesElsewhere() async {
+        var failing = false
+        while (try? await Task.sleep(for: Self.changesElsewhereInterval)) != nil {
+            guard watchers.count > 0 else { continue }
+            do {
+                try await store.followChangesElsewhere()
+                if failing { logger.notice("The store can be read again.") }
+                failing = false
+            } catch {
+                // Once until it recovers: the next request reports the error to its client anyway.
+                if !failing { logger.warning("Looking for changes another program made to the store failed: \(error)") }
+                failing = true
+            }
+        }
+    }
+
+    private func serve() async throws {
         let settings = try await applyCommandLine()
         liveLevel.current = Logger.Level(settings.logLevel)
         var name = settings.name

@@ -187,9 +187,11 @@ public actor ItemStore {
         itemsLength = length
     }
 
-    /// Takes in what another program committed since the last look, if anything (see the type's
-    /// documentation).
-    private func followChangesElsewhere() throws(ListrError) {
+    /// Takes in what another program committed to the persistence since the last look, if
+    /// anything (see the type's documentation). Every method does this first; listrd also calls
+    /// it every second while anyone watches, so that watchers hear of such a commit without
+    /// waiting for a request.
+    public func followChangesElsewhere() throws(ListrError) {
         guard try persistence.changedElsewhere() else { return }
         itemCount = try persistence.count()
         itemsLength = nil

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import ListrKit
 import Testing
 #if canImport(Glibc)
@@ -72,5 +73,31 @@ struct ListrWatchEndToEndTests {
             watcher.send(SIGINT)
             #expect(try await watcher.waitForExit(timeout: ListrFixture.deadline).exit == .status(0))
         }
+    }
+
+    @Test("watch hears of a commit another program makes to the store file, with no request to listrd in between")
+    func commitElsewhere() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon()
+        let at = ["--connect", "127.0.0.1:\(port)"]
+        _ = try await world.ctl(["item", "add", "Milk"] + at)
+        _ = try await world.ctl(["item", "add", "Bread"] + at)
+        let watcher = try world.launchCtl(["watch"] + at)
+        try await watcher.waitFor("the list", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("Bread")
+        }
+
+        // What the sqlite3 shell would do, while listrd serves the file.
+        let queue = try DatabaseQueue(path: world.path("store.sqlite"))
+        try await queue.write { db in try db.execute(sql: "DELETE FROM item WHERE title = 'Milk'") }
+        try queue.close()
+
+        try await watcher.waitFor("the commit elsewhere", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains("another program replaced the list with 1 item.")
+        }
+        let list = try await world.ctl(["item", "list"] + at)
+        #expect(list.stdout == "[ ] Bread\n", "\(list)")
+        watcher.send(SIGINT)
+        #expect(try await watcher.waitForExit(timeout: ListrFixture.deadline).exit == .status(0))
     }
 }
