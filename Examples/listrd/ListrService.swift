@@ -18,6 +18,10 @@ import Synchronization
 /// transceiver (not the process) on the same port, ``renameGrace`` after the change, which lets
 /// the answer to `config set name` leave first. Connected clients are disconnected; `listrctl
 /// watch` reconnects by itself.
+///
+/// While anyone watches, a child task of ``run()`` looks every ``changesElsewhereInterval`` for
+/// commits another program (the `sqlite3` shell) made to the store, so that watchers hear of
+/// them without waiting for a request.
 final class ListrService: Service, Sendable {
     /// How long after a name change the transceiver restarts under the new name.
     static let renameGrace: Duration = .milliseconds(300)
@@ -146,6 +150,8 @@ final class ListrService: Service, Sendable {
         }
     }
 
+    /// Serves on a transceiver until graceful shutdown, and restarts it under the new name after
+    /// a name change.
     private func serve() async throws {
         let settings = try await applyCommandLine()
         liveLevel.current = Logger.Level(settings.logLevel)
