@@ -28,11 +28,12 @@ build: setup
 ISOLATED_TESTS = AdversarialTests
 
 ## make test: installs what is missing, starts a loopback-only avahi-daemon when none answers, runs every test.
+## The fuzz smoke run is not part of it (its sanitizer builds of every dependency take longer than the
+## tests): run `make fuzz-smoke`; CI (.ci/run) runs both.
 test: avahi
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip '$(ISOLATED_TESTS)'
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --filter '$(ISOLATED_TESTS)'
-	@scripts/fuzz smoke
 
 ## The integration suites: real sockets, an avahi-daemon, processes and wall-clock deadlines
 ## (Tests/PeerKitTests/Integration, Tests/ListrTests/EndToEnd and Adversarial). Every other suite is
