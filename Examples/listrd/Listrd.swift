@@ -33,8 +33,8 @@ struct Listrd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The DNS-SD service type to advertise.", valueName: "type"))
     var serviceType: String = "listrctl"
 
-    @Option(help: ArgumentHelp("The address to listen on.", valueName: "address"))
-    var listenHost: String = "0.0.0.0"
+    @Option(help: ArgumentHelp("The address to listen on: :: (the default) for every interface over IPv6 and IPv4, 0.0.0.0 for IPv4 only, or one address.", valueName: "address"))
+    var listenHost: String = "::"
 
     @Option(help: ArgumentHelp("The TCP port to listen on; 0 picks a free one.", valueName: "port"))
     var port: Int = 0
@@ -81,6 +81,23 @@ struct Listrd: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in liveLevel.handler(label: label) }
         let logger = Logger(label: "listrd")
 
+        // The key first: a key file that cannot be used stops listrd before the store (or its
+        // folder) is created.
+        var security: PeerSecurity = .none
+        if insecure {
+            logger.warning("--insecure: listrd uses no key; anyone on the network can read, replace or delete the list.")
+        } else {
+            let keyFile = ListrKeyFile.resolve(option: keyFile)
+            do {
+                let (key, created) = try keyFile.loadOrCreate()
+                security = .preSharedKey(key)
+                logger.info("\(created ? "Created a new key" : "Using the key") in \(keyFile.path) (key id \(key.keyID)); listrctl reads the same file.")
+            } catch {
+                logger.critical("\(error.description)")
+                throw ExitStatus.configuration.exitCode
+            }
+        }
+
         let storeFile = StoreFile(path: (store as NSString).standardizingPath)
         let lock: StoreLock
         let opened: StoreFile.Opened
@@ -100,6 +117,7 @@ struct Listrd: AsyncParsableCommand {
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.maximumIncomingResourceBytes = ListrLimits.maximumStoreBytes
         configuration.logger = Logger(label: "listrd.peerkit")
+        configuration.security = security
         var services: [any Service] = []
         if let metricsPort {
             let registry = PrometheusCollectorRegistry()
@@ -112,19 +130,6 @@ struct Listrd: AsyncParsableCommand {
             ]
             configuration.metricsFactory = factory
             services.append(MetricsServer(host: metricsHost, port: metricsPort, registry: registry, logger: logger))
-        }
-        if insecure {
-            logger.warning("--insecure: listrd uses no key; anyone on the network can read, replace or delete the list.")
-        } else {
-            let keyFile = ListrKeyFile.resolve(option: keyFile)
-            do {
-                let (key, created) = try keyFile.loadOrCreate()
-                configuration.security = .preSharedKey(key)
-                logger.info("\(created ? "Created a new key" : "Using the key") in \(keyFile.path) (key id \(key.keyID)); listrctl reads the same file.")
-            } catch {
-                logger.critical("\(error.description)")
-                throw ExitStatus.configuration.exitCode
-            }
         }
 
         let service: ListrService

@@ -169,12 +169,22 @@ public struct PeerIdentity: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The largest certificate or key file read: 64 KiB. A PEM certificate chain of a few
+    /// certificates, or a 4096-bit RSA key, is a few KiB; a larger file (a FIFO, a folder, a 1 GiB
+    /// file given by mistake) is refused with a sentence before it is read.
+    static let maximumFileBytes = 64 * 1024
+
     private static func read(_ path: String, what: String) throws(PeerKitError) -> String {
+        let bytes: [UInt8]
         do {
-            return try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try SmallFile.read(path, maximumBytes: maximumFileBytes, what: "a PEM \(what)").bytes
         } catch {
-            throw PeerKitError.invalidIdentity(reason: "the \(what) \(path) cannot be read (\((error as NSError).localizedDescription))")
+            throw PeerKitError.invalidIdentity(reason: "the \(what) \(path) cannot be used: \(error.reason)")
         }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw PeerKitError.invalidIdentity(reason: "the \(what) \(path) is not text (PEM)")
+        }
+        return text
     }
 
     /// Creates `path` with `mode` (refusing to replace an existing file) and writes `contents`.

@@ -13,6 +13,12 @@ public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
     /// The length of every key, in bytes.
     public static let byteCount = 32
 
+    /// The largest key file ``init(contentsOfFile:)`` reads: 512 bytes. A key file holds 64
+    /// hexadecimal digits and a line break (or 32 raw bytes); 512 leaves room for white space
+    /// around them, and a larger file (a 1 GiB file, a log given by mistake) is refused with a
+    /// sentence before a byte of it is read, rather than read whole into memory.
+    public static let maximumFileBytes = 512
+
     /// The scrypt cost parameters used by ``init(passphrase:)`` (N = 2^15, r = 8, p = 1: about 32 MiB
     /// and a tenth of a second per guess on a desktop CPU).
     static let scryptRounds = 1 << 15
@@ -79,13 +85,15 @@ public struct PeerKey: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Reads a key file (see ``init(fileContents:)``).
+    /// Reads a key file (see ``init(fileContents:)``): a regular file of at most
+    /// ``maximumFileBytes``. A folder, a FIFO, a device or a larger file is refused with a sentence
+    /// that says which, before anything is read from it.
     public init(contentsOfFile path: String) throws(PeerKitError) {
         let data: Data
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+            data = Data(try SmallFile.read(path, maximumBytes: Self.maximumFileBytes, what: "a key file").bytes)
         } catch {
-            throw PeerKitError.invalidKey(reason: "the key file \(path) cannot be read (\((error as NSError).localizedDescription))")
+            throw PeerKitError.invalidKey(reason: "the key file \(path) cannot be used: \(error.reason)")
         }
         do {
             try self.init(fileContents: data)

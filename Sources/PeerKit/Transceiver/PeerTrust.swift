@@ -54,13 +54,21 @@ public struct PeerTrust: Sendable, CustomStringConvertible {
         try PeerTrust(certificateAuthorities: certificates(inFile: path))
     }
 
+    /// The largest CA file read: 1 MiB, room for a few hundred root certificates (a whole
+    /// system bundle is about 200 KiB). A larger file, a FIFO or a folder is refused with a
+    /// sentence before it is read.
+    static let maximumCAFileBytes = 1024 * 1024
+
     /// The certificates of a PEM file.
     static func certificates(inFile path: String) throws(PeerKitError) -> [Certificate] {
-        let text: String
+        let bytes: [UInt8]
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try SmallFile.read(path, maximumBytes: maximumCAFileBytes, what: "a PEM CA file").bytes
         } catch {
-            throw PeerKitError.invalidIdentity(reason: "the CA file \(path) cannot be read (\((error as NSError).localizedDescription))")
+            throw PeerKitError.invalidIdentity(reason: "the CA file \(path) cannot be used: \(error.reason)")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw PeerKitError.invalidIdentity(reason: "the CA file \(path) is not text (PEM)")
         }
         do {
             return try PEMDocument.parseMultiple(pemString: text).map { try Certificate(pemDocument: $0) }
