@@ -31,6 +31,7 @@ let package = Package(
         .executable(name: "peerkit", targets: ["peerkit"]),
         .executable(name: "listrd", targets: ["listrd"]),
         .executable(name: "listrctl", targets: ["listrctl"]),
+        .executable(name: "chat", targets: ["chat"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -121,6 +122,18 @@ let package = Package(
             path: "Examples/ReadmeSnippet"
         ),
 
+        // The sample to read in one sitting: a terminal chat (rooms, direct messages, /who, a
+        // passphrase key, the event stream), in one file of under 300 lines.
+        .executableTarget(
+            name: "chat",
+            dependencies: [
+                "PeerKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Examples/Chat",
+            swiftSettings: strictSettings
+        ),
+
         // MARK: Listr example (uses PeerKit only as a library)
         .target(
             name: "ListrKit",
@@ -201,7 +214,7 @@ let package = Package(
         .testTarget(
             name: "ListrTests",
             dependencies: [
-                "ListrKit", "PeerKit", "PeerKitTesting",
+                "ListrKit", "PeerKit", "PeerKitTesting", "ToolSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

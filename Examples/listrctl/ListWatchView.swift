@@ -1,6 +1,7 @@
 import Foundation
 import ListrKit
 import PeerKit
+import ToolSupport
 
 /// `listrctl item list --watch`: the list (or the page `--limit`/`--offset` select) drawn again
 /// after every change; on a terminal, in place (the screen is cleared and redrawn), otherwise
@@ -17,11 +18,11 @@ struct ListWatchView: WatchView {
     }
 
     func apply(_ change: ListrChange, client: ListrClient) async throws(ListrCtlError) {
-        try await redraw(client: client, status: change.sentence)
+        try await redraw(client: client, status: TerminalSafe.sentence(change))
     }
 
     func lost(_ daemon: String, reason: String?) {
-        let line = "Lost the connection to \"\(daemon)\"\(reason.map { " (\($0))" } ?? ""); reconnecting…"
+        let line = "Lost the connection to \(TerminalSafe.quoted(daemon))\(reason.map { " (\(TerminalSafe.text($0)))" } ?? ""); reconnecting…"
         if json {
             emit(["event": "disconnected", "daemon": daemon])
         } else {
@@ -31,13 +32,13 @@ struct ListWatchView: WatchView {
 
     private func redraw(client: ListrClient, status: String?) async throws(ListrCtlError) {
         if json {
-            let page = try await client.page(limit: limit, offset: offset)
+            let page = try await client.items(limit: limit, offset: offset)
             emit(["items": ListedItem.numbered(page, from: offset ?? 0)])
             return
         }
-        let text = try await client.message(for: ListItemsCommand(limit: limit, offset: offset))
+        let text = try await client.renderedItems(limit: limit, offset: offset)
         if inPlace {
-            let heading = "\"\(client.daemon.name)\", watching (Ctrl-C to stop)\(status.map { ": \($0)" } ?? "")"
+            let heading = "\(TerminalSafe.quoted(client.daemon.name)), watching (Ctrl-C to stop)\(status.map { ": \($0)" } ?? "")"
             FileHandle.standardOutput.write(Data(("\u{1B}[H\u{1B}[2J" + heading + "\n\n" + text + "\n").utf8))
         } else {
             emit(text + "\n")

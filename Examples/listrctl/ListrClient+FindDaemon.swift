@@ -1,6 +1,7 @@
 import Foundation
 import ListrKit
 import PeerKit
+import ToolSupport
 
 extension ListrClient {
     /// After a daemon refused us for security, how long to wait for another daemon to be found
@@ -48,7 +49,8 @@ extension ListrClient {
 
     /// Waits for a daemon matching `predicate` to connect, like `waitForPeer`, and fails at once
     /// (with exit status 77) when every daemon found was refused for security: another key, or
-    /// none. A refused daemon, such as a fake advertisement without the key, is never sent a
+    /// none; or (with exit status 69) when the last one closed the connection during the TLS
+    /// handshake without saying why, which is no verdict on the key (a busy or restarting listrd). A refused daemon, such as a fake advertisement without the key, is never sent a
     /// command; with `--verbose` listrctl says it skipped it.
     private static func waitForDaemon(
         on transceiver: PeerTransceiver, options: ClientOptions, events: AsyncStream<PeerEvent>,
@@ -74,7 +76,7 @@ extension ListrClient {
                     }
                     guard error.isSecurityRefusal else { continue }
                     refused += 1
-                    if verbose { FileHandle.standardError.write(Data("listrctl: skipped a listrd: \(error)\n".utf8)) }
+                    if verbose { FileHandle.standardError.write(Data("listrctl: skipped a listrd: \(TerminalSafe.text(error.description))\n".utf8)) }
                     if addresses > 0 {
                         guard refused >= addresses else { continue }
                     } else {
@@ -82,6 +84,8 @@ extension ListrClient {
                         try await Task.sleep(for: otherDaemonsDiscoveryDelay)
                         guard !transceiver.availablePeers.contains(where: predicate) else { continue }
                     }
+                    // A connection closed mid-handshake says nothing about the key: say what happened.
+                    if ListrCtlError.isInterruptedHandshake(error) { throw ListrCtlError.handshakeInterrupted(error) }
                     throw ListrCtlError.securityRefused(error, keyFile: keyFile)
                 }
                 try await Task.sleep(for: timeout)  // the stream ended: leave the answer to waitForPeer

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ListrKit
+import ToolSupport
 
 extension ListrCtl {
     /// `listrctl config …`: show and change listrd's settings, live.
@@ -49,9 +50,9 @@ extension ListrCtl.Config {
                 if options.json {
                     emit(settings)
                 } else if let key = key.flatMap(ListrSettings.Key.init(rawValue:)) {
-                    emit(settings.value(of: key))
+                    emit(TerminalSafe.text(settings.value(of: key)))
                 } else {
-                    emit(settings.rendered)
+                    emit(TerminalSafe.lines(settings.rendered))
                 }
             }
         }

@@ -73,9 +73,11 @@ extension ListrCtl.Item {
             try await options.run { client throws(ListrCtlError) in
                 if client.options.json {
                     // Machine-readable: the structured page, rather than the human-readable lines.
-                    client.print(items: try await client.page(limit: limit, offset: offset), from: offset ?? 0)
+                    client.print(items: try await client.items(limit: limit, offset: offset), from: offset ?? 0)
                 } else {
-                    client.print(message: try await client.message(for: ListItemsCommand(limit: limit, offset: offset)))
+                    // Rendered here, page after page, so that a list larger than one answer is
+                    // listed whole and every title is escaped for the terminal.
+                    client.print(message: try await client.renderedItems(limit: limit, offset: offset))
                 }
             }
         }

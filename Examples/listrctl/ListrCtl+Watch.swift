@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import ListrKit
+import ToolSupport
 
 extension ListrCtl {
     /// `listrctl watch`: prints every change as it happens, until Ctrl-C.
@@ -39,8 +40,8 @@ struct EventPrinter: WatchView {
             emit(ListEvent(event: "list", daemon: daemon, reconnected: reconnected, items: ListedItem.numbered(items)))
             return
         }
-        let heading = reconnected ? "Reconnected to \"\(daemon)\"." : "Watching \"\(daemon)\"."
-        let list = items.isEmpty ? "The list is empty." : ItemList(items).rendered
+        let heading = reconnected ? "Reconnected to \(TerminalSafe.quoted(daemon))." : "Watching \(TerminalSafe.quoted(daemon))."
+        let list = items.isEmpty ? "The list is empty." : TerminalSafe.rendered(items)
         emit("\(heading) The list has \(items.count) item\(items.count == 1 ? "" : "s"):\n\(list)")
     }
 
@@ -48,7 +49,7 @@ struct EventPrinter: WatchView {
         if json {
             emit(ChangeEvent(change))
         } else {
-            emit(change.sentence)
+            emit(TerminalSafe.sentence(change))
         }
     }
 
@@ -56,7 +57,7 @@ struct EventPrinter: WatchView {
         if json {
             emit(LostEvent(event: "disconnected", daemon: daemon, reason: reason))
         } else {
-            emit("Lost the connection to \"\(daemon)\"\(reason.map { " (\($0))" } ?? ""); reconnecting…")
+            emit("Lost the connection to \(TerminalSafe.quoted(daemon))\(reason.map { " (\(TerminalSafe.text($0)))" } ?? ""); reconnecting…")
         }
     }
 

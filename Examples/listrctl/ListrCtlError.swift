@@ -1,5 +1,6 @@
 import Foundation
 import PeerKit
+import ToolSupport
 
 /// Why a `listrctl` command failed, as a sentence and an exit status.
 enum ListrCtlError: Error, CustomStringConvertible {
@@ -27,6 +28,16 @@ enum ListrCtlError: Error, CustomStringConvertible {
     case securityRefused(PeerKitError, keyFile: String?)
     /// Every address given with `--connect` refused the handshake (another service type, not PeerKit).
     case handshakeRefused(PeerKitError, serviceType: String)
+    /// The daemon closed (or reset) the connection during the TLS handshake without a TLS alert:
+    /// no key was compared (a daemon with another key says so with an alert), it was busy or
+    /// going away (its handshake slots were full, or it was restarting).
+    case handshakeInterrupted(PeerKitError)
+
+    /// Whether `error` ended a handshake with no verdict on the key: the peer closed or reset the
+    /// connection before TLS said anything (a key mismatch is `keyMismatch`, from a TLS alert).
+    static func isInterruptedHandshake(_ error: PeerKitError) -> Bool {
+        error.code == .securityHandshakeFailed
+    }
 
     /// Wraps an error thrown while talking to the daemon.
     init(_ error: any Error) {
@@ -47,7 +58,7 @@ enum ListrCtlError: Error, CustomStringConvertible {
             let found = available.isEmpty
                 ? "none was found; check that listrd is running and that avahi-daemon is running"
                 : "the ones found are \(Self.list(available)); pass one of them to --peer"
-            return "No listrd named \"\(name)\" of service type \"\(serviceType)\" answered within \(Self.seconds(timeout)): \(found)."
+            return "No listrd named \(TerminalSafe.quoted(name)) of service type \"\(serviceType)\" answered within \(Self.seconds(timeout)): \(found)."
         case let .severalDaemons(serviceType, names):
             return "Several listrd of service type \"\(serviceType)\" are running: \(Self.list(names)). Choose one with --peer NAME."
         case let .peerKit(error) where error.code == .discoveryUnavailable:
@@ -70,6 +81,9 @@ enum ListrCtlError: Error, CustomStringConvertible {
             let hint = keyFile.map { "listrctl uses the key in \($0) (--key-file, LISTR_KEY_FILE): give listrd and listrctl the same key file" }
                 ?? "listrctl runs with --insecure: drop it to use the key file listrd uses"
             return "listrctl cannot talk to listrd safely, so nothing was sent. \(error.description) \(hint)."
+        case let .handshakeInterrupted(error):
+            let who = error.peer.map { "listrd (\($0))" } ?? "listrd"
+            return "\(who) closed the connection during the TLS handshake, before any key was checked (a listrd with another key says so in the handshake; this one said nothing), so nothing was sent. It may be busy, with as many connections waiting for their handshake as it accepts (a flood of connections does that), or restarting. Try again in a moment; if it keeps happening, look at listrd's log."
         case let .handshakeRefused(error, serviceType):
             return "What listens there is not a listrd of service type \"\(serviceType)\": \(error.description) Check the address, or give --service-type the type listrd advertises."
         case .cancelled:
@@ -82,7 +96,7 @@ enum ListrCtlError: Error, CustomStringConvertible {
         switch self {
         case .refused: 1
         case .cannotRead: 66
-        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled, .handshakeRefused: 69
+        case .noDaemon, .noDaemonNamed, .severalDaemons, .peerKit, .unexpectedAnswer, .cancelled, .handshakeRefused, .handshakeInterrupted: 69
         case .cannotWrite: 73
         case .securityRefused: 77
         case .keyFile: 78
@@ -90,7 +104,7 @@ enum ListrCtlError: Error, CustomStringConvertible {
     }
 
     private static func list(_ names: [String]) -> String {
-        names.map { "\"\($0)\"" }.joined(separator: ", ")
+        names.map(TerminalSafe.quoted).joined(separator: ", ")
     }
 
     private static func seconds(_ duration: Duration) -> String {

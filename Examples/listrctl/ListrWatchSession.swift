@@ -42,11 +42,16 @@ struct ListrWatchSession {
             }
             do throws(ListrCtlError) {
                 let dump = try await client.data(for: WatchCommand())
-                let items: [ListrKit.Item]
+                var items: [ListrKit.Item]
                 do {
                     items = try ItemPropertyList.decode(dump)
                 } catch {
                     throw ListrCtlError.unexpectedAnswer("a list that does not decode (\(error))")
+                }
+                // A list larger than one answer comes as its first page: the rest is read page by
+                // page (changes made meanwhile may show in it and as events too).
+                if !items.isEmpty {
+                    items += try await client.items(limit: nil, offset: items.count)
                 }
                 try await view.show(items, from: daemon.name, reconnected: reconnecting, client: client)
                 reconnecting = true

@@ -53,8 +53,13 @@ final class ListrService: Service, Sendable {
             case let .ended(ended): try await transceiver.send(ended, to: [peer])
             }
         } dropped: { peer, error in
-            // At most one line per watch (64 watchers at most, each needing a connection).
-            logger.debug("Stopped pushing changes to \(peer): sending to it failed: \(error)")
+            // At most one line per watch (64 watchers at most, each needing a connection, and a
+            // watch is dropped for falling behind only after 256 KiB of changes).
+            if let error = error as? ListrError, case .watcherFellBehind = error {
+                logger.notice("Stopped pushing changes to \(peer): \(error)")
+            } else {
+                logger.debug("Stopped pushing changes to \(peer): sending to it failed: \(error)")
+            }
         }
         let (names, namesContinuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
         let store = try ItemStore(persistence: database) { change in
@@ -82,9 +87,42 @@ final class ListrService: Service, Sendable {
     /// peer ID, until its `ReplaceDatabaseCommand` (or its disconnect).
     private let uploads = Uploads()
 
-    /// The uploaded lists, shared with the handlers.
+    /// The uploaded lists, shared with the handlers. An upload holds one of the
+    /// ``ListrLimits/maximumPendingUploads`` slots from its first byte until its command takes it
+    /// (or it fails, or its peer disconnects), so that the limit bounds memory at every moment,
+    /// not only when an upload starts.
     private final class Uploads: Sendable {
-        let lists = Mutex<[String: Data]>([:])
+        private struct State {
+            var lists: [String: Data] = [:]
+            var receiving = 0
+        }
+        private let state = Mutex(State())
+
+        /// Takes a slot for an upload from `peerID`; false when every slot is taken by uploads
+        /// being received or waiting for their command. A list `peerID` uploaded before is
+        /// dropped: the new one replaces it.
+        func reserve(for peerID: String) -> Bool {
+            state.withLock { state in
+                state.lists[peerID] = nil
+                guard state.lists.count + state.receiving < ListrLimits.maximumPendingUploads else { return false }
+                state.receiving += 1
+                return true
+            }
+        }
+
+        /// The upload whose slot `reserve` took ended: with its list, kept for `peerID`'s
+        /// command; or with nil (it failed), freeing the slot.
+        func finish(_ data: Data?, for peerID: String) {
+            state.withLock { state in
+                state.receiving -= 1
+                if let data { state.lists[peerID] = data }
+            }
+        }
+
+        /// Takes the list `peerID` uploaded.
+        func take(for peerID: String) -> Data? {
+            state.withLock { $0.lists.removeValue(forKey: peerID) }
+        }
     }
 
     /// How many dumps are being sent (at most ``ListrLimits/maximumConcurrentDumps``).
@@ -126,8 +164,17 @@ final class ListrService: Service, Sendable {
     func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.followChangesElsewhere() }
+            group.addTask { await self.logRefusalCounts() }
             defer { group.cancelAll() }
             try await serve()
+        }
+    }
+
+    /// Logs, every second, the counts of refusals not logged one by one (see ``RefusalLog``): a
+    /// series from one peer is summarised when it ends and every minute while it goes on.
+    private func logRefusalCounts() async {
+        while (try? await Task.sleep(for: .seconds(1))) != nil {
+            for line in handler.refusals.due() { logger.notice("\(line)") }
         }
     }
 
@@ -230,7 +277,7 @@ final class ListrService: Service, Sendable {
         }
         handler.serve(ReplaceDatabaseCommand.self, on: transceiver, logger: logger) { handler, command, sender in
             guard command.upload == true else { return await handler.handle(command, from: sender) }
-            guard let data = uploads.lists.withLock({ $0.removeValue(forKey: sender.id) }) else {
+            guard let data = uploads.take(for: sender.id) else {
                 return .error("No list was uploaded by this client: send it as the resource \"\(ListrResources.replace)\" first; nothing was changed.")
             }
             return await handler.handle(ReplaceDatabaseCommand(data: data), from: sender)
@@ -241,7 +288,7 @@ final class ListrService: Service, Sendable {
         let watchers = watchers
         let logger = logger
         transceiver.peerDisconnected = { peer in
-            uploads.lists.withLock { _ = $0.removeValue(forKey: peer.id) }
+            _ = uploads.take(for: peer.id)
             if watchers.contains(peer) {
                 watchers.remove(peer)
                 logger.info("\(peer) stopped watching")
@@ -279,16 +326,20 @@ final class ListrService: Service, Sendable {
     /// Reads an uploaded replacement list into memory (announced sizes over the limit are
     /// refused by PeerKit before they travel) and keeps it for the uploader's command.
     private static func receiveUpload(_ resource: IncomingResource, into uploads: Uploads) async throws {
-        let full = uploads.lists.withLock { $0[resource.sender.id] == nil && $0.count >= ListrLimits.maximumPendingUploads }
-        if full {
-            throw ListrError.invalidPropertyList(reason: "listrd already holds \(ListrLimits.maximumPendingUploads) uploaded lists waiting for their command; try again shortly")
+        guard uploads.reserve(for: resource.sender.id) else {
+            throw ListrError.invalidPropertyList(reason: "listrd already holds or receives \(ListrLimits.maximumPendingUploads) uploaded lists waiting for their command, its limit; try again shortly")
         }
         var data = Data()
-        if let size = resource.size { data.reserveCapacity(Int(size)) }
-        for try await chunk in resource.chunks {
-            data.append(contentsOf: chunk.readableBytesView)
+        do {
+            if let size = resource.size { data.reserveCapacity(Int(size)) }
+            for try await chunk in resource.chunks {
+                data.append(contentsOf: chunk.readableBytesView)
+            }
+        } catch {
+            uploads.finish(nil, for: resource.sender.id)
+            throw error
         }
-        uploads.lists.withLock { $0[resource.sender.id] = data }
+        uploads.finish(data, for: resource.sender.id)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import ToolSupport
 
 /// One JSON object per line, or one text line, on standard output or standard error.
 enum Output {
@@ -8,9 +9,18 @@ enum Output {
         handle.write(data + Data("\n".utf8))
     }
 
-    /// Writes `text` and a newline.
+    /// Writes `text` and a newline, with every control character other than its own line feeds,
+    /// bidi override and zero-width character escaped (``TerminalSafe/lines(_:)``); a string a
+    /// peer chose is escaped whole with ``safe(_:)`` where it is put into `text`, so that it
+    /// cannot forge a line either.
     static func text(_ text: String, to handle: FileHandle = .standardOutput) {
-        handle.write(Data((text + "\n").utf8))
+        handle.write(Data((TerminalSafe.lines(text) + "\n").utf8))
+    }
+
+    /// A string from elsewhere (a peer's name, an error, a payload) made safe to print on one
+    /// line (see ``TerminalSafe/text(_:)``).
+    static func safe(_ text: String) -> String {
+        TerminalSafe.text(text)
     }
 
     /// The JSON value of `text` for embedding in a line: the parsed value, or the text itself when

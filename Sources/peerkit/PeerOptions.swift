@@ -9,8 +9,8 @@ struct PeerOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The name other peers see (default: \"peerkit on HOST\"; for node, the host name).", valueName: "name"))
     var name: String?
 
-    @Option(help: ArgumentHelp("The address to listen on.", valueName: "address"))
-    var listenHost: String = "0.0.0.0"
+    @Option(help: ArgumentHelp("The address to listen on: :: (the default) for every interface over IPv6 and IPv4, 0.0.0.0 for IPv4 only, or one address.", valueName: "address"))
+    var listenHost: String = "::"
 
     @Option(help: ArgumentHelp("The TCP port to listen on; 0 picks a free one.", valueName: "port"))
     var port: Int = 0
@@ -163,7 +163,7 @@ struct PeerOptions: ParsableArguments {
         if json {
             Output.line(["error": text], to: .standardError)
         } else {
-            FileHandle.standardError.write(Data("peerkit: \(text)\n".utf8))
+            FileHandle.standardError.write(Data("peerkit: \(Output.safe(text))\n".utf8))
         }
         return status.exitCode
     }

@@ -47,7 +47,7 @@ extension Peerkit {
             case let .peerDisconnected(found, _): (mark, kind, peer) = ("!", "disconnected", found)
             case let .peerRemoved(found): (mark, kind, peer) = ("-", "lost", found)
             case let .error(error):
-                if json { Output.line(["event": "error", "message": error.description]) } else { Output.text("error: \(error)") }
+                if json { Output.line(["event": "error", "message": error.description]) } else { Output.text("error: \(Output.safe(error.description))") }
                 return
             case .started, .availablePeersChanged, .stopped, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup:
                 return
@@ -58,9 +58,9 @@ extension Peerkit {
                 if case let .peerDisconnected(_, reason?) = event { line["reason"] = reason.description }
                 Output.line(line)
             } else {
-                let txt = peer.discoveryInfo.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-                let security = peer.discoveryInfo["sec"].map { "security \($0)" } ?? "security not advertised"
-                Output.text("\(mark) \(peer.name)  id \(peer.id)  \(security)\(txt.isEmpty ? "" : "  txt: \(txt)")")
+                let txt = peer.discoveryInfo.sorted { $0.key < $1.key }.map { "\(Output.safe($0.key))=\(Output.safe($0.value))" }.joined(separator: " ")
+                let security = peer.discoveryInfo["sec"].map { "security \(Output.safe($0))" } ?? "security not advertised"
+                Output.text("\(mark) \(Output.safe(peer.name))  id \(Output.safe(peer.id))  \(security)\(txt.isEmpty ? "" : "  txt: \(txt)")")
             }
         }
     }

@@ -37,7 +37,7 @@ extension Peerkit {
                     try identity.write(certificateFile: path + ".pem", keyFile: path + ".key")
                     print(identity.fingerprint)
                 } catch {
-                    FileHandle.standardError.write(Data("peerkit: \(error)\n".utf8))
+                    FileHandle.standardError.write(Data("peerkit: \(Output.safe("\(error)"))\n".utf8))
                     throw ExitStatus.cannotCreate.exitCode
                 }
             }
@@ -56,7 +56,7 @@ extension Peerkit {
                 do {
                     print(try PeerIdentity(certificateFile: path + ".pem", keyFile: path + ".key").fingerprint)
                 } catch {
-                    FileHandle.standardError.write(Data("peerkit: \(error)\n".utf8))
+                    FileHandle.standardError.write(Data("peerkit: \(Output.safe("\(error)"))\n".utf8))
                     throw ExitStatus.configuration.exitCode
                 }
             }

@@ -79,9 +79,9 @@ extension Peerkit {
                 line["rttMilliseconds"] = milliseconds
                 Output.line(line)
             } else if let milliseconds {
-                Output.text("answer from \"\(peer.name)\": seq=\(sequence) time=\(Duration.format(milliseconds: milliseconds))")
+                Output.text("answer from \"\(Output.safe(peer.name))\": seq=\(sequence) time=\(Duration.format(milliseconds: milliseconds))")
             } else {
-                Output.text("no answer from \"\(peer.name)\": seq=\(sequence) (waited \(options.timeout) s)")
+                Output.text("no answer from \"\(Output.safe(peer.name))\": seq=\(sequence) (waited \(options.timeout) s)")
             }
         }
     }

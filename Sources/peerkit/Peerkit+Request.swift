@@ -25,8 +25,8 @@ extension Peerkit {
                 if options.json {
                     Output.line(["from": peer.name, "type": reply.type, "payload": Output.value(ofJSON: reply.json), "rttMilliseconds": milliseconds])
                 } else {
-                    Output.text("\(reply.type) \(reply.json)")
-                    Output.text("reply from \"\(peer.name)\" in \(Duration.format(milliseconds: milliseconds))")
+                    Output.text("\(Output.safe(reply.type)) \(Output.safe(reply.json))")
+                    Output.text("reply from \"\(Output.safe(peer.name))\" in \(Duration.format(milliseconds: milliseconds))")
                 }
             } catch {
                 await transceiver.shutdown()

@@ -39,7 +39,7 @@ extension Peerkit {
                 if options.json {
                     Output.line(["sent": message.key, "to": peers.map(\.name)])
                 } else {
-                    Output.text("sent \(message.key) to \(peers.map { "\"\($0.name)\"" }.joined(separator: ", "))")
+                    Output.text("sent \(message.key) to \(peers.map { "\"\(Output.safe($0.name))\"" }.joined(separator: ", "))")
                 }
             } catch {
                 await transceiver.shutdown()
@@ -71,7 +71,7 @@ extension Peerkit {
             if options.json {
                 Output.line(["sent": message.key, "group": group, "to": peers.map(\.name)])
             } else {
-                Output.text("sent \(message.key) to group \"\(group)\": \(peers.map { "\"\($0.name)\"" }.joined(separator: ", "))")
+                Output.text("sent \(message.key) to group \"\(Output.safe(group))\": \(peers.map { "\"\(Output.safe($0.name))\"" }.joined(separator: ", "))")
             }
         }
     }

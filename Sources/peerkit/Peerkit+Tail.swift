@@ -28,7 +28,7 @@ extension Peerkit {
                 if json {
                     Output.line(["from": sender.name, "fromID": sender.id, "type": message.type, "payload": Output.value(ofJSON: message.json)])
                 } else {
-                    Output.text("\(sender.name): \(message.type) \(message.json)")
+                    Output.text("\(Output.safe(sender.name)): \(Output.safe(message.type)) \(Output.safe(message.json))")
                 }
             }
             let events = transceiver.events()
@@ -36,7 +36,7 @@ extension Peerkit {
                 for await event in events {
                     switch event {
                     case .peerConnected, .peerDisconnected, .error:
-                        if json { Output.line(["event": event.description]) } else { Output.text("# \(event)") }
+                        if json { Output.line(["event": event.description]) } else { Output.text("# \(Output.safe(event.description))") }
                     default:
                         continue
                     }

@@ -36,8 +36,14 @@ public struct ItemList: Hashable, Sendable {
         items.map { "[\($0.done ? "✓" : " ")] \($0.title)" }.joined(separator: "\n")
     }
 
-    /// Throws ``ListrError/invalidTitle(_:reason:)`` unless `title` is one non-blank line.
+    /// Throws ``ListrError/titleTooLong(bytes:limit:)`` for a title longer than
+    /// ``ListrLimits/maximumTitleBytes``, and ``ListrError/invalidTitle(_:reason:)`` unless `title`
+    /// is one non-blank line.
     public static func validate(title: String) throws(ListrError) {
+        let bytes = title.utf8.count
+        if bytes > ListrLimits.maximumTitleBytes {
+            throw .titleTooLong(bytes: bytes, limit: ListrLimits.maximumTitleBytes)
+        }
         // Fast path for the common case, plain ASCII: a title of printable characters and spaces
         // is valid unless it is all spaces. (Checking every scalar's general category costs about
         // a second on a replace of 200,000 items.)

@@ -35,6 +35,14 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
     case invalidPage(reason: String)
     /// The daemon already serves as many watchers as it allows.
     case tooManyWatchers(limit: Int)
+    /// A title is longer than ``ListrLimits/maximumTitleBytes`` (in UTF-8 bytes).
+    case titleTooLong(bytes: Int, limit: Int)
+    /// An add or a replace would make the titles take more than ``ListrLimits/maximumStoreTitleBytes``.
+    case storeFull(titleBytes: Int, limit: Int)
+    /// A watcher fell further behind than ``ListrLimits/maximumQueuedChangeBytesPerWatcher`` and was dropped.
+    case watcherFellBehind(queuedBytes: Int, limit: Int)
+    /// The whole list was asked for in one answer, and it is larger than one answer may be.
+    case answerTooLarge(items: Int, limit: Int)
 
     /// The error as a sentence that says what happened and what to do.
     public var description: String {
@@ -70,6 +78,14 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
             return "That page of the list cannot be shown: \(reason). Give --limit 1 or more and --offset 0 or more."
         case let .tooManyWatchers(limit):
             return "listrd already serves \(limit) watchers, its limit. Stop a \"listrctl watch\" and try again."
+        case let .titleTooLong(bytes, limit):
+            return "The title is \(bytes) bytes long, and a title may have at most \(limit) bytes (UTF-8). Nothing was changed; give a shorter title."
+        case let .storeFull(titleBytes, limit):
+            return "The titles would take \(titleBytes) bytes, and the store holds at most \(limit) bytes of titles. Nothing was changed; remove items to make room."
+        case let .watcherFellBehind(queuedBytes, limit):
+            return "listrd stopped sending changes to this watcher because it fell behind: \(queuedBytes) bytes of changes were waiting for it, more than the \(limit) bytes listrd keeps for one watcher. Watch again to start from the current list."
+        case let .answerTooLarge(items, limit):
+            return "The list (\(items) items) is larger than one answer may be (\(limit) bytes), so it was not sent. Use \"listrctl store dump\", which receives it as a resource in chunks."
         }
     }
 }

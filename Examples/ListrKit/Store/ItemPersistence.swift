@@ -8,6 +8,9 @@
 public protocol ItemPersistence: Sendable {
     /// How many items there are.
     func count() throws(ListrError) -> Int
+    /// The length of all titles together, in UTF-8 bytes (what ``ListrLimits/maximumStoreTitleBytes``
+    /// bounds); the default reads every item with ``items(offset:limit:)``.
+    func titleBytes() throws(ListrError) -> Int
     /// Up to `limit` items (all, when nil) from the 0-based `offset` on, in insertion order.
     func items(offset: Int, limit: Int?) throws(ListrError) -> [Item]
     /// Adds `item` after the last one.
@@ -31,6 +34,10 @@ public protocol ItemPersistence: Sendable {
 }
 
 extension ItemPersistence {
+    public func titleBytes() throws(ListrError) -> Int {
+        try items(offset: 0, limit: nil).reduce(0) { $0 + $1.title.utf8.count }
+    }
+
     public func changedElsewhere() throws(ListrError) -> Bool { false }
 
     public func dumpRows() throws(ListrError) -> any ItemRows {

@@ -17,6 +17,10 @@ public actor ItemStore {
     private let onChange: @Sendable (ListrChange) -> Void
     private let executor = StoreExecutor(label: "listr.store")
     private var itemCount: Int
+    /// The length of every title together, in UTF-8 bytes (at most ``maximumTitleBytes``).
+    private var titleBytes: Int
+    /// The most bytes of titles the store holds (``ListrLimits/maximumStoreTitleBytes``).
+    public nonisolated let maximumTitleBytes: Int
     /// The length of the items' `<dict>`s in a dump's property list, once measured; nil before,
     /// and while an item has a title only Foundation can write.
     private var itemsLength: Int?
@@ -33,14 +37,25 @@ public actor ItemStore {
         executor.asUnownedSerialExecutor()
     }
 
+    /// How many items one read of a page asks the persistence for: 4,096 (at most 16 MiB of
+    /// titles, and few reads for a list of 200,000).
+    static let pageBatch = 4096
+
     /// Opens a store on what `persistence` holds; `onChange` hears of every committed change, in
     /// order, from the store's executor (it must not block). Settings never saved are the
-    /// defaults.
-    public init(persistence: any ItemPersistence, onChange: @escaping @Sendable (ListrChange) -> Void = { _ in }) throws(ListrError) {
+    /// defaults. Adds and replaces that would make the titles take more than `maximumTitleBytes`
+    /// are refused (a store already larger, filled by another program, can only shrink).
+    public init(
+        persistence: any ItemPersistence,
+        maximumTitleBytes: Int = ListrLimits.maximumStoreTitleBytes,
+        onChange: @escaping @Sendable (ListrChange) -> Void = { _ in }
+    ) throws(ListrError) {
         self.persistence = persistence
         self.onChange = onChange
+        self.maximumTitleBytes = maximumTitleBytes
         _ = try persistence.changedElsewhere()  // takes note of where the file is now
         self.itemCount = try persistence.count()
+        self.titleBytes = try persistence.titleBytes()
         self.currentSettings = try persistence.loadSettings() ?? .defaults
     }
 
@@ -86,6 +101,36 @@ public actor ItemStore {
         return try persistence.items(offset: offset, limit: limit)
     }
 
+    /// Up to `limit` items (all when nil) from the 0-based `offset` on, stopping before the item
+    /// that would make their sizes (as `measure` gives them) add up to more than `maximumBytes`;
+    /// the first item is always included. Reads ``pageBatch`` items at a time.
+    public func items(offset: Int, limit: Int?, maximumBytes: Int, measure: @Sendable (Item) -> Int) throws(ListrError) -> [Item] {
+        guard offset >= 0 else { throw .invalidPage(reason: "the offset \(offset) is negative") }
+        if let limit, limit < 1 { throw .invalidPage(reason: "the limit \(limit) is less than 1") }
+        try followChangesElsewhere()
+        return try page(from: offset, limit: limit, maximumBytes: maximumBytes, measure: measure)
+    }
+
+    private func page(from offset: Int, limit: Int?, maximumBytes: Int, measure: (Item) -> Int) throws(ListrError) -> [Item] {
+        var page: [Item] = []
+        var bytes = 0
+        var next = offset
+        while next < itemCount {
+            let batch = min(Self.pageBatch, limit.map { $0 - page.count } ?? Self.pageBatch)
+            guard batch > 0 else { break }
+            let items = try persistence.items(offset: next, limit: batch)
+            for item in items {
+                let size = measure(item)
+                if !page.isEmpty, bytes + size > maximumBytes { return page }
+                bytes += size
+                page.append(item)
+            }
+            if items.count < batch { break }
+            next += items.count
+        }
+        return page
+    }
+
     /// Adds an item; returns it with its 1-based position.
     public func add(title: String, by client: String) throws(ListrError) -> (item: Item, position: Int) {
         try ItemList.validate(title: title)
@@ -93,9 +138,14 @@ public actor ItemStore {
         guard itemCount < currentSettings.itemLimit else {
             throw .itemLimitReached(limit: currentSettings.itemLimit, wanted: itemCount + 1)
         }
+        let bytes = title.utf8.count
+        guard titleBytes + bytes <= maximumTitleBytes else {
+            throw .storeFull(titleBytes: titleBytes + bytes, limit: maximumTitleBytes)
+        }
         let item = Item(title: title)
         try persistence.append(item)
         itemCount += 1
+        titleBytes += bytes
         changed(removing: nil, adding: item)
         onChange(ListrChange(kind: .added, client: client, index: itemCount, item: item))
         return (item, itemCount)
@@ -119,6 +169,7 @@ public actor ItemStore {
         try check(position)
         let removed = try persistence.remove(at: position)
         itemCount -= 1
+        titleBytes -= removed.title.utf8.count
         changed(removing: removed, adding: nil)
         onChange(ListrChange(kind: .removed, client: client, index: position, item: removed))
         return removed
@@ -131,19 +182,29 @@ public actor ItemStore {
         guard items.count <= currentSettings.itemLimit else {
             throw .itemLimitReached(limit: currentSettings.itemLimit, wanted: items.count)
         }
+        let bytes = items.reduce(0) { $0 + $1.title.utf8.count }
+        guard bytes <= maximumTitleBytes else {
+            throw .storeFull(titleBytes: bytes, limit: maximumTitleBytes)
+        }
         try persistence.replaceAll(with: items)
         itemCount = items.count
+        titleBytes = bytes
         version += 1
         itemsLength = ItemPropertyListWriter.itemsLength(items)
         onChange(ListrChange(kind: .replaced, client: client, count: items.count))
     }
 
-    /// Runs `register` and returns every item, with no change in between: a watcher registered
-    /// this way gets exactly the changes made after the list it is given.
-    public func snapshot(registering register: () throws(ListrError) -> Void) throws(ListrError) -> [Item] {
+    /// Runs `register` and returns the items from the first on, as many as fit in `maximumBytes`
+    /// (as `measure` gives their sizes; see ``items(offset:limit:maximumBytes:measure:)``), with
+    /// no change in between: a watcher registered this way gets exactly the changes made after
+    /// the items it is given. When they are not all of them, the rest is read later, page by page.
+    public func snapshot(
+        maximumBytes: Int, measure: @Sendable (Item) -> Int,
+        registering register: () throws(ListrError) -> Void
+    ) throws(ListrError) -> [Item] {
         try followChangesElsewhere()
         try register()
-        return try persistence.items(offset: 0, limit: nil)
+        return try page(from: 0, limit: nil, maximumBytes: maximumBytes, measure: measure)
     }
 
     /// Changes the settings with `change`; saves them and reports them, or throws and changes
@@ -194,6 +255,7 @@ public actor ItemStore {
     public func followChangesElsewhere() throws(ListrError) {
         guard try persistence.changedElsewhere() else { return }
         itemCount = try persistence.count()
+        titleBytes = try persistence.titleBytes()
         itemsLength = nil
         version += 1
         onChange(ListrChange(kind: .replaced, client: Self.elsewhere, count: itemCount))

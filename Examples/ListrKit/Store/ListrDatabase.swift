@@ -178,6 +178,12 @@ public final class ListrDatabase: ItemPersistence {
         try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
     }
 
+    /// The length of every title together, in UTF-8 bytes (`SUM(length(CAST(title AS BLOB)))`,
+    /// one pass over the rows, made at start-up and after another program's commit).
+    public func titleBytes() throws(ListrError) -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(length(CAST(title AS BLOB))), 0) FROM item") ?? 0 }
+    }
+
     /// A page of items in insertion order, through the `sequence` index.
     public func items(offset: Int, limit: Int?) throws(ListrError) -> [Item] {
         try read { db in

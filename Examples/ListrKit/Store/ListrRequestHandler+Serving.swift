@@ -4,6 +4,8 @@ import PeerKit
 extension ListrRequestHandler {
     /// Answers every Listr command on `transceiver` (each with `respond(to:)`, to its sender
     /// only), logging each command and its outcome, and forgets a watcher whose peer disconnects.
+    /// Refusals are logged at notice once per series from a peer (see ``refusals``); whoever
+    /// serves logs ``RefusalLog/due()`` every second or so, for the counts.
     ///
     /// This is how `listrd` serves; tests call it on a transceiver of a `PeerKitTesting`
     /// `TestNetwork` to drive the same command handling over the wire without processes.
@@ -28,7 +30,7 @@ extension ListrRequestHandler {
     }
 
     /// Registers `handle` as the responder for `Command` (replacing an earlier one), logging each
-    /// command and its outcome.
+    /// command and its outcome (a refusal at notice only when it starts a series, see ``refusals``).
     public func serve<Command: Decodable & Sendable>(
         _ type: Command.Type,
         on transceiver: PeerTransceiver,
@@ -40,7 +42,14 @@ extension ListrRequestHandler {
             logger.debug("\(Command.self) from \(sender) received")
             let response = await handle(handler, command, sender)
             if case let .error(reason) = response {
-                logger.notice("\(Command.self) from \(sender) refused: \(reason)")
+                // The first refusal of a peer's series at notice, the rest counted (RefusalLog).
+                let lines = handler.refusals.refused(key: sender.id, name: "\(sender)")
+                if let summary = lines.summary { logger.notice("\(summary)") }
+                if lines.logRefusal {
+                    logger.notice("\(Command.self) from \(sender) refused: \(reason)")
+                } else {
+                    logger.debug("\(Command.self) from \(sender) refused: \(reason)")
+                }
             } else {
                 logger.info("\(Command.self) from \(sender) done")
             }

@@ -12,11 +12,35 @@ public struct ListrRequestHandler: Sendable {
     public let store: ItemStore
     /// The clients watching the list.
     public let watchers: ListrWatchers
+    /// The most bytes of items in one answer (``ListrLimits/maximumAnswerBytes``): a list page,
+    /// the list a watch starts from.
+    public let maximumAnswerBytes: Int
+    /// Which refusals ``serve(on:logger:)`` logs: the first of each peer's series, then a count.
+    public let refusals: RefusalLog
 
-    /// Creates a handler for `store` whose ``WatchCommand`` subscribes to `watchers`.
-    public init(store: ItemStore, watchers: ListrWatchers) {
+    /// Creates a handler for `store` whose ``WatchCommand`` subscribes to `watchers`; answers
+    /// hold at most `maximumAnswerBytes` of items (tests make it small); `refusals` says which
+    /// refusals to log.
+    public init(
+        store: ItemStore, watchers: ListrWatchers,
+        maximumAnswerBytes: Int = ListrLimits.maximumAnswerBytes, refusals: RefusalLog = RefusalLog()
+    ) {
         self.store = store
         self.watchers = watchers
+        self.maximumAnswerBytes = maximumAnswerBytes
+        self.refusals = refusals
+    }
+
+    /// An item's size in a property-list answer: its `<dict>`'s length, or, for a title only
+    /// Foundation can write, a bound on it (every byte escaped, and the rest of the dict).
+    public static func propertyListBytes(_ item: Item) -> Int {
+        ItemPropertyListWriter.length(of: item) ?? (item.title.utf8.count * 6 + 256)
+    }
+
+    /// An item's size in a message answer: its line, every byte of the title counted twice (JSON
+    /// escapes a quote or a backslash with one more byte).
+    public static func lineBytes(_ item: Item) -> Int {
+        item.title.utf8.count * 2 + 8
     }
 
     /// Adds the item; answers `Added "Milk" as item 3.`
@@ -29,20 +53,32 @@ public struct ListrRequestHandler: Sendable {
 
     /// Lists the items, or a page of them, one `[ ] title` or `[✓] title` line each; with
     /// `structured`, answers the page as a property list in the dump format.
+    ///
+    /// A page stops at ``maximumAnswerBytes`` of items (it always holds one): a structured page
+    /// may hold fewer items than asked for, and the client asks for the next page from where it
+    /// ended (an empty page is the end); a message ends with a line saying how many items it
+    /// leaves out and which `--offset` lists them.
     public func handle(_ command: ListItemsCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
             let offset = command.offset ?? 0
-            let page = try await store.items(offset: offset, limit: command.limit)
-            if command.structured == true {
+            let structured = command.structured == true
+            let page = try await store.items(
+                offset: offset, limit: command.limit, maximumBytes: maximumAnswerBytes,
+                measure: structured ? Self.propertyListBytes : Self.lineBytes
+            )
+            if structured {
                 return try Self.propertyList(page)
             }
+            let count = try await store.count
             if page.isEmpty {
-                let count = try await store.count
                 return .message(count == 0
                     ? "The list is empty."
                     : "There are no items from position \(offset + 1) on: the list has \(count) item\(count == 1 ? "" : "s").")
             }
-            return .message(ItemList(page).rendered)
+            let wanted = min(command.limit ?? Int.max, count - offset)
+            guard page.count < wanted else { return .message(ItemList(page).rendered) }
+            let left = wanted - page.count
+            return .message(ItemList(page).rendered + "\n… and \(left) more item\(left == 1 ? "" : "s"), too many for one answer: list them with --offset \(offset + page.count).")
         }
     }
 
@@ -64,9 +100,15 @@ public struct ListrRequestHandler: Sendable {
         }
     }
 
-    /// Answers the whole list as an XML property list.
+    /// Answers the whole list as an XML property list, or an error when it is larger than
+    /// ``maximumAnswerBytes`` (the client should ask for it as a resource).
     public func handle(_ command: DumpDatabaseCommand, from sender: Peer) async -> CLIResponse {
-        await answer { () throws(ListrError) in try Self.propertyList(try await store.items) }
+        await answer { () throws(ListrError) in
+            let items = try await store.items(offset: 0, limit: nil, maximumBytes: maximumAnswerBytes, measure: Self.propertyListBytes)
+            let count = try await store.count
+            guard items.count >= count else { throw .answerTooLarge(items: count, limit: maximumAnswerBytes) }
+            return try Self.propertyList(items)
+        }
     }
 
     /// The whole list as an XML property list, for a dump sent as a resource, and its size.
@@ -112,11 +154,15 @@ public struct ListrRequestHandler: Sendable {
         }
     }
 
-    /// Subscribes the sender to every later change; answers the current list as a property list.
+    /// Subscribes the sender to every later change; answers the current list as a property list,
+    /// or its first page when the list is larger than ``maximumAnswerBytes`` (the client reads the
+    /// rest with structured ``ListItemsCommand`` pages).
     public func handle(_ command: WatchCommand, from sender: Peer) async -> CLIResponse {
         await answer { () throws(ListrError) in
             let watchers = watchers
-            let items = try await store.snapshot { () throws(ListrError) in try watchers.add(sender) }
+            let items = try await store.snapshot(maximumBytes: maximumAnswerBytes, measure: Self.propertyListBytes) { () throws(ListrError) in
+                try watchers.add(sender)
+            }
             return try Self.propertyList(items)
         }
     }

@@ -11,9 +11,13 @@ import Synchronization
 ///
 /// Limits, so that watchers cannot make listrd spend without bound:
 /// - at most ``maximumWatchers`` watchers; one more is refused with ``ListrError/tooManyWatchers(limit:)``;
-/// - at most ``maximumPendingChanges`` changes queued for one watcher; a watcher that falls further
-///   behind is dropped and told so with a ``WatchEndedEvent`` (it can watch again and start from
-///   the current list).
+/// - at most ``maximumQueuedBytes`` of changes (``ListrLimits/maximumQueuedChangeBytesPerWatcher``,
+///   measured with ``queuedBytes(of:)``) waiting for one watcher above PeerKit's outbox: a
+///   watcher further behind is dropped with ``ListrError/watcherFellBehind(queuedBytes:limit:)``,
+///   what was queued for it is freed at once, `dropped` hears of it (listrd logs it), and the
+///   watcher is told with a ``WatchEndedEvent`` once the send in progress, if any, is done (it can
+///   watch again and start from the current list). Every watcher's queue together holds at most
+///   ``maximumWatchers`` × ``maximumQueuedBytes``.
 public final class ListrWatchers: Sendable {
     /// What is pushed to a watcher.
     public enum Message: Sendable, Hashable {
@@ -28,20 +32,107 @@ public final class ListrWatchers: Sendable {
 
     /// The most watchers served at once: 64.
     public static let maximumWatchers = 64
-    /// The most changes queued for one watcher before it is dropped: 1,024.
-    public static let maximumPendingChanges = 1024
 
+    /// The most bytes of changes queued for one watcher before it is dropped.
+    public let maximumQueuedBytes: Int
+
+    /// One watcher's queue and the task that empties it.
     private final class Watcher: Sendable {
-        let continuation: AsyncStream<ListrChange>.Continuation
-        let overflowed = Atomic<Bool>(false)
+        /// What the task does next.
+        enum Next: Sendable {
+            case send(ListrChange)
+            case tell(ListrError)
+            case stop
+        }
+
+        private struct Queue {
+            var changes: [ListrChange] = []
+            var head = 0
+            var bytes = 0
+            /// Set once the watcher fell behind: what the task tells it before it stops.
+            var fellBehind: ListrError?
+            var stopped = false
+            var waiting: CheckedContinuation<Void, Never>?
+        }
+
+        private let queue = Mutex(Queue())
         let task: Mutex<Task<Void, Never>?> = Mutex(nil)
 
-        init(continuation: AsyncStream<ListrChange>.Continuation) {
-            self.continuation = continuation
+        /// Queues `change` (`bytes` long); returns the error when it makes the queue longer than
+        /// `limit` (the queue is then emptied, and the watcher is to be told and dropped).
+        func enqueue(_ change: ListrChange, bytes: Int, limit: Int) -> ListrError? {
+            let (waiting, error) = queue.withLock { queue -> (CheckedContinuation<Void, Never>?, ListrError?) in
+                guard !queue.stopped, queue.fellBehind == nil else { return (nil, nil) }
+                if queue.bytes + bytes > limit {
+                    let error = ListrError.watcherFellBehind(queuedBytes: queue.bytes + bytes, limit: limit)
+                    queue.fellBehind = error
+                    queue.changes = []
+                    queue.head = 0
+                    queue.bytes = 0
+                    defer { queue.waiting = nil }
+                    return (queue.waiting, error)
+                }
+                queue.changes.append(change)
+                queue.bytes += bytes
+                defer { queue.waiting = nil }
+                return (queue.waiting, nil)
+            }
+            waiting?.resume()
+            return error
+        }
+
+        /// Stops the task: nothing more is sent, what is queued is freed.
+        func stop() {
+            let waiting = queue.withLock { queue -> CheckedContinuation<Void, Never>? in
+                queue.stopped = true
+                queue.changes = []
+                queue.head = 0
+                queue.bytes = 0
+                defer { queue.waiting = nil }
+                return queue.waiting
+            }
+            waiting?.resume()
+            task.withLock { $0?.cancel() }
+        }
+
+        /// The next thing to do, waiting for a change when there is none.
+        func next() async -> Next {
+            while true {
+                if let next = take() { return next }
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let ready = queue.withLock { queue -> Bool in
+                        if queue.stopped || queue.fellBehind != nil || queue.head < queue.changes.count { return true }
+                        queue.waiting = continuation
+                        return false
+                    }
+                    if ready { continuation.resume() }
+                }
+            }
+        }
+
+        private func take() -> Next? {
+            queue.withLock { queue -> Next? in
+                if queue.stopped || Task.isCancelled { return .stop }
+                if let error = queue.fellBehind { return .tell(error) }
+                guard queue.head < queue.changes.count else { return nil }
+                let change = queue.changes[queue.head]
+                queue.head += 1
+                queue.bytes -= ListrWatchers.queuedBytes(of: change)
+                if queue.head == queue.changes.count {
+                    queue.changes.removeAll(keepingCapacity: true)
+                    queue.head = 0
+                } else if queue.head >= 1024, queue.head * 2 >= queue.changes.count {
+                    queue.changes.removeFirst(queue.head)
+                    queue.head = 0
+                }
+                return .send(change)
+            }
         }
     }
 
-    /// Told about a watcher dropped because pushing to it failed, after it was removed.
+    /// Told about a watcher dropped because pushing to it failed (with what `send` threw) or
+    /// because it fell behind (with ``ListrError/watcherFellBehind(queuedBytes:limit:)``), after
+    /// it was removed.
     public typealias Dropped = @Sendable (Peer, any Error) -> Void
 
     private let send: Send
@@ -49,10 +140,23 @@ public final class ListrWatchers: Sendable {
     private let watchers: Mutex<[String: (peer: Peer, watcher: Watcher)]> = Mutex([:])
 
     /// Creates an empty set of watchers that pushes with `send`; `dropped` is told about each
-    /// watcher removed because `send` threw (with what it threw), after it was removed.
-    public init(send: @escaping Send, dropped: @escaping Dropped = { _, _ in }) {
+    /// watcher removed because `send` threw or because it fell more than `maximumQueuedBytes`
+    /// behind, after it was removed.
+    public init(
+        maximumQueuedBytes: Int = ListrLimits.maximumQueuedChangeBytesPerWatcher,
+        send: @escaping Send,
+        dropped: @escaping Dropped = { _, _ in }
+    ) {
+        self.maximumQueuedBytes = maximumQueuedBytes
         self.send = send
         self.dropped = dropped
+    }
+
+    /// What a change counts for in a watcher's queue: the length of its strings (client, title,
+    /// settings name) and 192 bytes for the rest of its JSON, about what it takes in memory and
+    /// on the wire.
+    public static func queuedBytes(of change: ListrChange) -> Int {
+        192 + change.client.utf8.count + (change.item?.title.utf8.count ?? 0) + (change.settings?.name.utf8.count ?? 0)
     }
 
     /// How many watchers there are.
@@ -64,11 +168,7 @@ public final class ListrWatchers: Sendable {
     /// Subscribes `peer` to every change published from now on (a peer already watching starts
     /// over). Throws ``ListrError/tooManyWatchers(limit:)`` when ``maximumWatchers`` are watching.
     public func add(_ peer: Peer) throws(ListrError) {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: ListrChange.self,
-            bufferingPolicy: .bufferingOldest(Self.maximumPendingChanges)
-        )
-        let watcher = Watcher(continuation: continuation)
+        let watcher = Watcher()
         let replaced: Watcher?? = watchers.withLock { watchers -> Watcher?? in
             if watchers[peer.id] == nil, watchers.count >= Self.maximumWatchers { return .none }
             let old = watchers[peer.id]?.watcher
@@ -76,21 +176,26 @@ public final class ListrWatchers: Sendable {
             return .some(old)
         }
         guard let replaced else { throw .tooManyWatchers(limit: Self.maximumWatchers) }
-        replaced.map(stop)
+        replaced?.stop()
         let send = send
         let dropped = dropped
         let task = Task { [weak self] in
-            for await change in stream {
-                do {
-                    try await send(.change(change), peer)
-                } catch {
-                    if self?.remove(peer, ifStill: watcher) == true { dropped(peer, error) }
+            while true {
+                switch await watcher.next() {
+                case let .send(change):
+                    do {
+                        try await send(.change(change), peer)
+                    } catch {
+                        if self?.remove(peer, ifStill: watcher) == true { dropped(peer, error) }
+                        return
+                    }
+                case let .tell(error):
+                    // Already removed (see publish): told if it can still be reached.
+                    try? await send(.ended(WatchEndedEvent(reason: error.description)), peer)
+                    return
+                case .stop:
                     return
                 }
-            }
-            if watcher.overflowed.load(ordering: .acquiring) {
-                let reason = "listrd dropped this watch because it fell more than \(Self.maximumPendingChanges) changes behind. Watch again to start from the current list."
-                try? await send(.ended(WatchEndedEvent(reason: reason)), peer)
             }
         }
         watcher.task.withLock { $0 = task }
@@ -99,7 +204,7 @@ public final class ListrWatchers: Sendable {
     /// Unsubscribes `peer` (its connection ended); changes queued for it are dropped.
     public func remove(_ peer: Peer) {
         let removed = watchers.withLock { $0.removeValue(forKey: peer.id)?.watcher }
-        removed.map(stop)
+        removed?.stop()
     }
 
     /// Unsubscribes everyone.
@@ -108,22 +213,28 @@ public final class ListrWatchers: Sendable {
             defer { watchers.removeAll() }
             return watchers.values.map(\.watcher)
         }
-        removed.forEach(stop)
+        removed.forEach { $0.stop() }
     }
 
-    /// Queues `change` for every watcher, without waiting for anything.
+    /// Queues `change` for every watcher, without waiting for anything; a watcher it puts more
+    /// than ``maximumQueuedBytes`` behind is dropped (see the type's documentation).
     public func publish(_ change: ListrChange) {
-        let overflowing: [Peer] = watchers.withLock { watchers in
-            watchers.values.compactMap { entry in
-                if case .dropped = entry.watcher.continuation.yield(change) { return entry.peer }
-                return nil
+        let bytes = Self.queuedBytes(of: change)
+        let entries = watchers.withLock { Array($0.values) }
+        var behind: [(peer: Peer, watcher: Watcher, error: ListrError)] = []
+        for entry in entries {
+            if let error = entry.watcher.enqueue(change, bytes: bytes, limit: maximumQueuedBytes) {
+                behind.append((entry.peer, entry.watcher, error))
             }
         }
-        for peer in overflowing {
-            // Dropped, but not stopped: what is queued is still sent, then the WatchEndedEvent.
-            let dropped = watchers.withLock { $0.removeValue(forKey: peer.id)?.watcher }
-            dropped?.overflowed.store(true, ordering: .releasing)
-            dropped?.continuation.finish()
+        for (peer, watcher, error) in behind {
+            // Dropped, but its task goes on long enough to tell it (see Watcher.next()).
+            let removed = watchers.withLock { watchers -> Bool in
+                guard watchers[peer.id]?.watcher === watcher else { return false }
+                watchers.removeValue(forKey: peer.id)
+                return true
+            }
+            if removed { dropped(peer, error) }
         }
     }
 
@@ -133,12 +244,7 @@ public final class ListrWatchers: Sendable {
             guard watchers[peer.id]?.watcher === watcher else { return nil }
             return watchers.removeValue(forKey: peer.id)?.watcher
         }
-        removed.map(stop)
+        removed?.stop()
         return removed != nil
-    }
-
-    private func stop(_ watcher: Watcher) {
-        watcher.continuation.finish()
-        watcher.task.withLock { $0?.cancel() }
     }
 }

@@ -59,33 +59,84 @@ struct ListrWatchersTests {
         #expect(watchers.count == 0)
     }
 
-    @Test("a watcher more than 1,024 changes behind is dropped and told so after what was queued")
+    @Test("a watcher that does not keep up is dropped once its queue would pass its byte limit: what was queued is freed, the drop is reported, and the watcher is told why")
     func slowWatcherIsDropped() async throws {
+        let gate = Gate()
+        let sent = SentMessages()
+        let errors = Mutex<[ListrError]>([])
+        let limit = 64 * 1024
+        let watchers = ListrWatchers(maximumQueuedBytes: limit) { message, peer in
+            await gate.wait()
+            sent.append(message, to: peer)
+        } dropped: { peer, error in
+            if let error = error as? ListrError { errors.withLock { $0.append(error) } }
+            sent.drop(peer, error)
+        }
+        try watchers.add(peer("slow"))
+        try watchers.add(peer("other"))
+        // Changes of about 4 KiB each: 16 fill the 64 KiB queue, whatever their count.
+        let title = String(repeating: "x", count: 4000)
+        let big = { (index: Int) in ListrChange(kind: .added, client: "c", index: index, item: Item(title: title)) }
+        let perChange = ListrWatchers.queuedBytes(of: big(1))
+        let fitting = limit / perChange
+        for index in 1...(fitting + 2) { watchers.publish(big(index)) }
+        #expect(!watchers.contains(peer("slow")), "the slow watcher was not dropped")
+        #expect(!watchers.contains(peer("other")), "both watchers wait on the gate, so both fell behind")
+        let dropped = errors.withLock { $0 }
+        #expect(dropped.count == 2)
+        for error in dropped {
+            guard case let .watcherFellBehind(queuedBytes, reported) = error else {
+                Issue.record("dropped with \(error), not watcherFellBehind")
+                continue
+            }
+            #expect(reported == limit)
+            #expect(queuedBytes > limit && queuedBytes <= limit + perChange)
+        }
+        await gate.open()
+        await sent.waitFor { messages in
+            ["slow", "other"].allSatisfy { id in
+                messages.contains { if $0.peer == id, case .ended = $0.message { return true } else { return false } }
+            }
+        }
+        for id in ["slow", "other"] {
+            let mine = sent.messages.filter { $0.peer == id }
+            // At most the change already being sent when the queue overflowed went out (what
+            // was queued was freed), then the end, with the sentence.
+            #expect(mine.count <= 2, "\(id) got \(mine.count) messages")
+            guard case let .ended(ended)? = mine.last?.message else {
+                Issue.record("\(id) was not told that its watch ended")
+                continue
+            }
+            #expect(ended.reason.contains("listrd stopped sending changes to this watcher because it fell behind"))
+            #expect(ended.reason.contains("more than the \(limit) bytes listrd keeps for one watcher"))
+            #expect(ended.reason.contains("Watch again"))
+        }
+        // Dropped for good: later changes reach nobody.
+        let before = sent.messages.count
+        watchers.publish(big(99))
+        #expect(sent.messages.count == before)
+    }
+
+    @Test("the byte limit counts bytes, not changes: thousands of small changes queue for a watcher that has not read yet")
+    func smallChangesQueue() async throws {
         let gate = Gate()
         let sent = SentMessages()
         let watchers = ListrWatchers { message, peer in
             await gate.wait()
             sent.append(message, to: peer)
         }
-        try watchers.add(peer("slow"))
-        let total = ListrWatchers.maximumPendingChanges + 10
-        for index in 1...total { watchers.publish(change(index)) }
-        #expect(!watchers.contains(peer("slow")), "the slow watcher was not dropped")
+        try watchers.add(peer("a"))
+        let count = ListrLimits.maximumQueuedChangeBytesPerWatcher / ListrWatchers.queuedBytes(of: change(1000)) - 1
+        #expect(count > 1024)
+        for index in 1...count { watchers.publish(change(index)) }
+        #expect(watchers.contains(peer("a")))
         await gate.open()
-        await sent.waitFor { messages in
-            if case .ended? = messages.last?.message { return true }
-            return false
-        }
-        guard case let .ended(ended)? = sent.messages.last?.message else { return }
-        // What was queued (1,024 changes, plus the one already being sent if the watcher's task had
-        // taken it before the queue filled) went out first, in order, then the end.
-        let indexes = sent.messages.dropLast().compactMap { sent -> Int? in
+        await sent.waitFor(count: count)
+        let indexes = sent.messages.compactMap { sent -> Int? in
             guard case let .change(change) = sent.message else { return nil }
             return change.index
         }
-        #expect([ListrWatchers.maximumPendingChanges, ListrWatchers.maximumPendingChanges + 1].contains(indexes.count))
-        #expect(indexes == Array(1...indexes.count))
-        #expect(ended.reason.contains("fell more than 1024 changes behind"))
+        #expect(indexes == Array(1...count))
     }
 }
 
