@@ -73,6 +73,15 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var wasReached = false
         var dialing = false
         var retry: PeerTimer?
+        /// The dial under way across the service's endpoints (Happy Eyeballs), until one connected
+        /// or all failed.
+        var plan: DialPlan?
+        /// Which dial ``plan`` is: callbacks of an earlier dial's attempts and timers are ignored.
+        var planGeneration = 0
+        /// Which arming of the plan's attempt timer is current: an earlier arming's firing is ignored.
+        var planTimerArming = 0
+        /// The channels of the plan's attempts under way, so that the losers are closed.
+        var attempts: [PeerEndpoint: any Channel] = [:]
     }
 
     private struct State {
@@ -134,6 +143,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     private let delegateBox = NIOLockedValueBox<(any ConnectionManagerDelegate)?>(nil)
     private let messagesBox = NIOLockedValueBox<(any InboundMessageSink)?>(nil)
     private let resourcesBox = NIOLockedValueBox<(any ResourceFrameSink)?>(nil)
+    /// The families the listener accepts, and its port when it is bound to every address (so that
+    /// an endpoint on a local address and this port is ourselves); set by ``start()``.
+    private let listened = NIOLockedValueBox<(families: AddressFamilies, wildcardPort: Int?)>((.all, nil))
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
@@ -198,28 +210,20 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         if let budget, cap < configuration.maximumConnections {
             logger.notice("The descriptor limit (ulimit -n) is \(budget.limit) with \(budget.open) open, which leaves room for \(budget.connections) connections: PeerConfiguration.maximumConnections (\(configuration.maximumConnections)) is lowered to \(budget.connections). Raise the limit to allow more.")
         }
-        let address = "\(configuration.listenHost):\(configuration.listenPort)"
-        let logger = logger
+        var host = configuration.listenHost
         do {
-            let server = try await ServerBootstrap(group: group)
-                .serverChannelOption(.backlog, value: 256)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .serverChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        // Accept errors (EMFILE at the descriptor limit) pause accepting for a
-                        // second instead of spinning; the logger says so once per episode.
-                        try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(shouldForwardIOErrorCaught: true))
-                        try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger(logger: logger, address: address))
-                    }
-                }
-                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try self.configureInbound(channel)
-                    }
-                }
-                .bind(host: configuration.listenHost, port: configuration.listenPort)
-                .get()
+            let server: any Channel
+            do {
+                server = try await bindListener(host: host)
+            } catch where host == "::" {
+                // The kernel has no IPv6 (booted with ipv6.disable=1): listen on IPv4 alone,
+                // and advertise IPv4 alone (``listeningFamilies()``).
+                logger.debug("Cannot listen on [::]:\(configuration.listenPort) (\(Self.describe(error))); listening on 0.0.0.0:\(configuration.listenPort), IPv4 only, instead.")
+                host = "0.0.0.0"
+                server = try await bindListener(host: host)
+            }
+            let wildcard = ["::", "0.0.0.0"].contains(server.localAddress?.ipAddress ?? "")
+            listened.withLockedValue { $0 = (Self.families(of: server.localAddress), wildcard ? server.localAddress?.port : nil) }
             let stillRunning = withState { state -> Bool in
                 if state.running { state.server = server }
                 return state.running
@@ -228,8 +232,50 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             return server.localAddress?.port
         } catch {
             withState { $0.running = false }
-            throw PeerKitError.listenFailed(address: address, reason: Self.describe(error))
+            throw PeerKitError.listenFailed(address: PeerEndpoint(host: host, port: configuration.listenPort).description, reason: Self.describe(error))
         }
+    }
+
+    /// The address families a listener bound to `address` accepts: both for the unspecified IPv6
+    /// address (NIO clears IPV6_V6ONLY on every IPv6 socket, so IPv4 peers arrive as IPv4-mapped
+    /// addresses), IPv6 for another IPv6 address, IPv4 for an IPv4 address.
+    static func families(of address: SocketAddress?) -> AddressFamilies {
+        switch address {
+        case .v4: .ipv4
+        case .v6: address?.ipAddress == "::" ? .all : .ipv6
+        default: .all
+        }
+    }
+
+    /// The families the listener accepts, and so the ones to advertise; ``AddressFamilies/all``
+    /// before ``start()`` and with a ``PeerTransport``.
+    func listeningFamilies() -> AddressFamilies {
+        listened.withLockedValue { $0.families }
+    }
+
+    /// Binds the TCP listener to `host` and the configured port.
+    private func bindListener(host: String) async throws -> any Channel {
+        let address = PeerEndpoint(host: host, port: configuration.listenPort).description
+        let logger = logger
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    // Accept errors (EMFILE at the descriptor limit) pause accepting for a
+                    // second instead of spinning; the logger says so once per episode.
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(shouldForwardIOErrorCaught: true))
+                    try channel.pipeline.syncOperations.addHandler(AcceptErrorLogger(logger: logger, address: address))
+                }
+            }
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try self.configureInbound(channel)
+                }
+            }
+            .bind(host: host, port: configuration.listenPort)
+            .get()
     }
 
     /// Listens on a transport that replaces TCP; accepted channels get the same checks and
@@ -424,10 +470,17 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             withState { $0.emit(.error(refusal)) }
             return
         }
+        let own = ownEndpointFilter()
+        var joined: (actions: [DialPlan.Action], generation: Int) = ([], 0)
         let shouldDial = withState { state -> Bool in
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
             record.service = service
+            if var plan = record.plan {
+                // A dial is under way: the addresses resolved since join it (Happy Eyeballs).
+                joined = (plan.add(service.endpoints.filter { !own($0) }), record.planGeneration)
+                record.plan = plan
+            }
             if record.retry != nil {
                 // Advertised anew while we were backing off: try again now, from the start.
                 record.retry?.cancel()
@@ -449,6 +502,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             var peer = existing ?? PeerRecord(peer: Peer(id: peerID, name: service.name, discoveryInfo: info, isConnected: false))
             let wasAvailable = existing?.isAvailable ?? false
             peer.serviceKeys.insert(service.key)
+            if existing != nil, Self.mergeDiscoveryInfo(info, into: &peer.peer), wasAvailable {
+                // A peer met first through its own connection, or whose TXT record changed.
+                state.peers[peerID] = peer
+                state.emit(.availablePeersChanged(Self.available(state)))
+            }
             if existing != nil, peer.active == nil, peer.peer.name != service.name {
                 // Renamed (a collision) while not connected: show the name it can be found by.
                 peer.peer = Peer(id: peerID, name: service.name, discoveryInfo: peer.peer.discoveryInfo, isConnected: false, fingerprint: peer.peer.fingerprint)
@@ -461,17 +519,31 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             }
             return peer.active == nil && !record.dialing
         }
+        perform(joined.actions, key: service.key, generation: joined.generation)
         if shouldDial { dial(key: service.key) }
     }
 
+    /// Merges a service's TXT pairs (without `peerid` and `proto`) into what is known of its peer,
+    /// whichever way the peer was met first; returns whether anything changed. The TXT record
+    /// is what the peer advertises now, so its values win.
+    private static func mergeDiscoveryInfo(_ info: [String: String], into peer: inout Peer) -> Bool {
+        let merged = peer.discoveryInfo.merging(info) { _, txt in txt }
+        guard merged != peer.discoveryInfo else { return false }
+        peer = Peer(id: peer.id, name: peer.name, discoveryInfo: merged, isConnected: peer.isConnected, fingerprint: peer.fingerprint)
+        return true
+    }
+
     private func serviceLost(_ key: String) {
-        withState { state in
-            guard let record = state.services.removeValue(forKey: key) else { return }
+        let attempts = withState { state -> [any Channel] in
+            guard let record = state.services.removeValue(forKey: key) else { return [] }
             record.retry?.cancel()
             if let peerID = record.peerID {
                 forget(serviceKey: key, of: peerID, state: &state)
             }
+            return Array(record.attempts.values)
         }
+        // A dial under way ends with the service: its attempts are closed (not yet connected).
+        for channel in attempts { channel.close(promise: nil) }
     }
 
     /// The service `key` no longer leads to `peerID`; the peer is removed when nothing else keeps it available.
@@ -489,32 +561,124 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     // MARK: Dialling
 
+    /// Dials the service `key` unless it is being dialled or its peer is connected: every
+    /// endpoint, in the manner of Happy Eyeballs (``DialPlan``). Endpoints that lead back to this
+    /// transceiver itself are left out.
     private func dial(key: String) {
-        let endpoints = state.withLockedValue { state -> [PeerEndpoint] in
-            guard state.running, var record = state.services[key], !record.dialing else { return [] }
-            if let peerID = record.peerID, state.peers[peerID]?.active != nil { return [] }
+        let own = ownEndpointFilter()
+        var skipped: [PeerEndpoint] = []
+        let (actions, generation) = withState { state -> ([DialPlan.Action], Int) in
+            guard state.running, var record = state.services[key], !record.dialing else { return ([], 0) }
+            if let peerID = record.peerID, state.peers[peerID]?.active != nil { return ([], 0) }
+            skipped = record.service.endpoints.filter(own)
+            let endpoints = record.service.endpoints.filter { !own($0) }
+            // Only addresses of our own so far: dialled when discovery reports another one.
+            guard !endpoints.isEmpty || record.service.endpoints.isEmpty else { return ([], 0) }
             record.dialing = true
             record.retry?.cancel()
             record.retry = nil
+            record.planGeneration += 1
+            var plan = DialPlan(endpoints: endpoints)
+            let actions = plan.start()
+            record.plan = plan
             state.services[key] = record
-            return record.service.endpoints
+            return (actions, record.planGeneration)
         }
-        guard !endpoints.isEmpty else { return }
-        connect(key: key, endpoints: endpoints[...], lastError: nil)
+        for endpoint in skipped {
+            logger.debug("\(endpoint) leads back to this transceiver itself (an address of this host, and our port); it is not dialled.")
+        }
+        perform(actions, key: key, generation: generation)
     }
 
-    private func connect(key: String, endpoints: ArraySlice<PeerEndpoint>, lastError: String?) {
-        guard let endpoint = endpoints.first else {
-            dialFailed(key: key, reason: lastError ?? "it advertises no address")
-            return
+    /// Whether an endpoint leads back to this transceiver: an address of this host's and the
+    /// port of our listener (when it is bound to every address).
+    private func ownEndpointFilter() -> @Sendable (PeerEndpoint) -> Bool {
+        guard let port = listened.withLockedValue({ $0.wildcardPort }) else { return { _ in false } }
+        let addresses = LocalAddresses.current()
+        return { LocalAddresses.isOwn($0, addresses: addresses, port: port) }
+    }
+
+    /// Does what the dial plan of service `key` (dial `generation`) asked.
+    private func perform(_ actions: [DialPlan.Action], key: String, generation: Int) {
+        for action in actions {
+            switch action {
+            case let .connect(endpoint):
+                connect(key: key, endpoint: endpoint, generation: generation)
+            case let .armTimer(delay):
+                let arming = withState { state -> Int? in
+                    guard var record = state.services[key], record.planGeneration == generation, record.plan != nil else { return nil }
+                    record.planTimerArming += 1
+                    state.services[key] = record
+                    return record.planTimerArming
+                }
+                guard let arming else { continue }
+                _ = configuration.clock.schedule(on: timerLoop, in: delay) {
+                    self.planTimerFired(key: key, generation: generation, arming: arming)
+                }
+            case let .cancel(endpoints):
+                let channels = withState { state -> [any Channel] in
+                    guard var record = state.services[key], record.planGeneration == generation else { return [] }
+                    defer { state.services[key] = record }
+                    return endpoints.compactMap { record.attempts.removeValue(forKey: $0) }
+                }
+                for channel in channels { channel.close(promise: nil) }
+            case let .failed(reasons):
+                withState { state in
+                    guard var record = state.services[key], record.planGeneration == generation else { return }
+                    record.plan = nil
+                    record.attempts = [:]
+                    state.services[key] = record
+                }
+                dialFailed(key: key, reason: reasons.joined(separator: "; "))
+            }
         }
-        let connected: EventLoopFuture<Void>
+    }
+
+    /// Applies an event to the current dial plan of service `key`, when `generation` is current,
+    /// and performs what it returns.
+    private func updatePlan(key: String, generation: Int, _ event: (inout DialPlan) -> [DialPlan.Action]) {
+        let actions = withState { state -> [DialPlan.Action] in
+            guard state.running, var record = state.services[key], record.planGeneration == generation, var plan = record.plan else { return [] }
+            let actions = event(&plan)
+            record.plan = plan
+            state.services[key] = record
+            return actions
+        }
+        perform(actions, key: key, generation: generation)
+    }
+
+    private func planTimerFired(key: String, generation: Int, arming: Int) {
+        let current = state.withLockedValue { $0.services[key]?.planTimerArming == arming }
+        guard current else { return }
+        updatePlan(key: key, generation: generation) { $0.timerFired() }
+    }
+
+    /// One attempt of a dial: connects to `endpoint` and reports the outcome to the dial plan.
+    private func connect(key: String, endpoint: PeerEndpoint, generation: Int) {
+        let connected: EventLoopFuture<any Channel>
         let clock = configuration.clock
         let connectTimeout = Duration.nanoseconds(configuration.connectTimeout.nanoseconds)
+        // The attempt's channel is kept, so that it can be closed when another attempt wins.
+        let register: @Sendable (any Channel) -> Void = { channel in
+            let current = self.withState { state -> Bool in
+                guard state.running, var record = state.services[key], record.planGeneration == generation, record.plan != nil else { return false }
+                record.attempts[endpoint] = channel
+                state.services[key] = record
+                return true
+            }
+            if !current { channel.close(promise: nil) }
+        }
         if let transport = configuration.transport {
+            let box = NIOLockedValueBox<(any Channel)?>(nil)
             connected = transport.connect(to: endpoint, group: group) { channel in
+                box.withLockedValue { $0 = channel }
+                register(channel)
                 try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
             }.timingOut(after: connectTimeout, clock: clock, on: group.next(), endpoint: endpoint)
+                .flatMapThrowing { () throws -> any Channel in
+                    guard let channel = box.withLockedValue({ $0 }) else { throw ChannelError.ioOnClosedChannel }
+                    return channel
+                }
         } else {
             let bootstrap = ClientBootstrap(group: group)
                 // With a clock other than the real one, the connect timeout is that clock's (below).
@@ -527,26 +691,46 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
                                 if !channel.isActive { channel.close(promise: nil) }
                             }
                         }
+                        register(channel)
                         try self.configurePipeline(channel, direction: .outbound, serviceKey: key)
                     }
                 }
-            // Discovery resolves to address literals: dialling one directly skips getaddrinfo
-            // and Happy Eyeballs (a thread hop and a few milliseconds for a short-lived client).
-            if let address = try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port) {
-                connected = bootstrap.connect(to: address).map { _ in }
+            // Discovery resolves to address literals (a link-local one with its zone): dialling
+            // one directly skips getaddrinfo and NIO's own Happy Eyeballs.
+            if let address = endpoint.socketAddress {
+                connected = bootstrap.connect(to: address)
             } else {
-                connected = bootstrap.connect(host: endpoint.host, port: endpoint.port).map { _ in }
+                connected = bootstrap.connect(host: endpoint.host, port: endpoint.port)
             }
         }
-        connected
-            .whenComplete { result in
-                guard case let .failure(error) = result else {
-                    self.configuration.metrics.dialled.increment()
-                    return
+        connected.whenComplete { result in
+            switch result {
+            case let .success(channel):
+                self.configuration.metrics.dialled.increment()
+                let actions = self.withState { state -> [DialPlan.Action]? in
+                    guard state.running, var record = state.services[key], record.planGeneration == generation, var plan = record.plan else { return nil }
+                    record.attempts[endpoint] = nil
+                    let actions = plan.attemptConnected(endpoint)
+                    // The dial is over: the handshake decides the rest.
+                    record.plan = nil
+                    state.services[key] = record
+                    return actions
                 }
+                // Connected after the dial ended (another attempt won, or the service is gone).
+                guard let actions else { channel.close(promise: nil); return }
+                self.perform(actions, key: key, generation: generation)
+            case let .failure(error):
                 self.configuration.metrics.dialFailures.increment()
-                self.connect(key: key, endpoints: endpoints.dropFirst(), lastError: "connecting to \(endpoint) failed: \(Self.describe(error))")
+                self.withState { state in
+                    guard var record = state.services[key], record.planGeneration == generation else { return }
+                    record.attempts[endpoint] = nil
+                    state.services[key] = record
+                }
+                self.updatePlan(key: key, generation: generation) {
+                    $0.attemptFailed(endpoint, reason: "connecting to \(endpoint) failed: \(Self.describe(error))")
+                }
             }
+        }
     }
 
     /// Every endpoint failed, or the connection closed before its handshake completed: try again

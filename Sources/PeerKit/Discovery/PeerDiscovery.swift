@@ -27,14 +27,20 @@ public struct DiscoveryRequest: Sendable, Hashable {
     public var port: Int?
     /// TXT record pairs to advertise: `peerid`, `proto` and the user's discovery info.
     public var txtRecord: [String: String]
+    /// The address families the transceiver listens on: the service is advertised on these only
+    /// (Avahi: on IPv4 mDNS, IPv6 mDNS or both), so that peers are not told addresses on which
+    /// nobody listens. ``AddressFamilies/all`` unless the listener is bound to one family.
+    public var addressFamilies: AddressFamilies
 
-    /// A request to advertise (when `port` is set) and browse `serviceType` as `peerName`.
-    public init(serviceType: String, peerID: String, peerName: String, port: Int?, txtRecord: [String: String]) {
+    /// A request to advertise (when `port` is set) and browse `serviceType` as `peerName`, on the
+    /// address families `addressFamilies`.
+    public init(serviceType: String, peerID: String, peerName: String, port: Int?, txtRecord: [String: String], addressFamilies: AddressFamilies = .all) {
         self.serviceType = serviceType
         self.peerID = peerID
         self.peerName = peerName
         self.port = port
         self.txtRecord = txtRecord
+        self.addressFamilies = addressFamilies
     }
 }
 

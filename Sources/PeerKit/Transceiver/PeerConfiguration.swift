@@ -37,7 +37,14 @@ public struct PeerConfiguration: Sendable {
     /// Whether to listen for connections and advertise them. A command-line client that only
     /// dials (like `listrctl`) sets this to `false`.
     public var advertises: Bool
-    /// The address to listen on. Defaults to all IPv4 interfaces.
+    /// The address to listen on. Defaults to `"::"`: every interface, IPv6 and IPv4 on one socket
+    /// (IPv4 peers arrive as IPv4-mapped addresses), because avahi-daemon resolves peers to both
+    /// families and a peer dials whichever it gets. On a host whose kernel has IPv6 disabled, `"::"`
+    /// cannot be bound and `"0.0.0.0"` (every IPv4 interface) is used instead, said at debug level.
+    ///
+    /// `"0.0.0.0"` listens on IPv4 only and `"127.0.0.1"` or `"::1"` on loopback only; a specific
+    /// IPv4 or IPv6 address listens on that address only. The service is advertised only on the
+    /// families listened on, so that no peer is told an address on which nobody listens.
     public var listenHost: String
     /// The port to listen on; 0 picks a free one.
     public var listenPort: Int
@@ -166,7 +173,7 @@ public struct PeerConfiguration: Sendable {
         self.discoveryInfo = [:]
         self.discovery = .avahi
         self.advertises = true
-        self.listenHost = "0.0.0.0"
+        self.listenHost = "::"
         self.listenPort = 0
         self.maximumFrameLength = 16 * 1024 * 1024
         self.maximumHandshakeFrameLength = 64 * 1024

@@ -165,7 +165,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
             peerID: peerID,
             peerName: configuration.peerName,
             port: configuration.advertises ? port : nil,
-            txtRecord: txt
+            txtRecord: txt,
+            addressFamilies: manager.listeningFamilies()
         )
         discoveryPhase.withLockedValue { phase in
             guard case .notStarted = phase else { return }

@@ -68,8 +68,13 @@ final class AvahiBrowser {
             let key = ResolverKey(name: instance, location: Self.location(interface, proto))
             instances.appeared(instance, at: key.location)
             guard resolvers[key] == nil else { return }
+            // The address is asked in the family the service was seen on: an instance seen over
+            // IPv4 mDNS resolves to its IPv4 address, over IPv6 mDNS to its IPv6 address (with
+            // the zone, when link-local). With AVAHI_PROTO_UNSPEC both resolvers could answer
+            // with the same family (a Debian avahi-daemon publishes AAAA records on IPv4 mDNS
+            // too), and the other family's address would never be dialled.
             let resolver = avahi_service_resolver_new(
-                client, interface, proto, name, type, domain, AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiLookupFlags(0),
+                client, interface, proto, name, type, domain, proto, AvahiLookupFlags(0),
                 { _, interface, proto, event, name, _, _, _, address, port, txt, _, context in
                     guard let context else { return }
                     Unmanaged<AvahiBrowser>.fromOpaque(context).takeUnretainedValue()

@@ -10,6 +10,9 @@ final class AvahiPublisher {
     private let type: String
     private let port: UInt16
     private let txtRecord: [String: String]
+    /// The Avahi protocol to publish on: IPv4 mDNS, IPv6 mDNS, or both (`AVAHI_PROTO_UNSPEC`),
+    /// after the families the transceiver listens on.
+    private let avahiProtocol: AvahiProtocol
     private let serviceType: String
     private let emit: (DiscoveryEvent) -> Void
     private let logger: Logger
@@ -25,13 +28,15 @@ final class AvahiPublisher {
     /// Collisions with other hosts since the service was last established.
     private var networkCollisions = 0
 
-    init(serviceType: String, name: String, port: UInt16, txtRecord: [String: String], poll: UnsafePointer<AvahiPoll>, logger: Logger, emit: @escaping (DiscoveryEvent) -> Void) {
+    init(serviceType: String, name: String, port: UInt16, txtRecord: [String: String], families: AddressFamilies,
+         poll: UnsafePointer<AvahiPoll>, logger: Logger, emit: @escaping (DiscoveryEvent) -> Void) {
         self.poll = poll
         self.serviceType = serviceType
         self.type = "_\(serviceType)._tcp"
         self.name = name
         self.port = port
         self.txtRecord = txtRecord
+        self.avahiProtocol = Self.avahiProtocol(for: families)
         self.logger = logger
         self.emit = emit
     }
@@ -76,7 +81,7 @@ final class AvahiPublisher {
         defer { avahi_string_list_free(txt) }
         for _ in 0..<100 {
             let result = avahi_entry_group_add_service_strlst(
-                group, AvahiIfIndex(AVAHI_IF_UNSPEC), AvahiProtocol(AVAHI_PROTO_UNSPEC), AvahiPublishFlags(0),
+                group, AvahiIfIndex(AVAHI_IF_UNSPEC), avahiProtocol, AvahiPublishFlags(0),
                 name, type, nil, nil, port, txt)
             if result == Int32(AVAHI_ERR_COLLISION) {
                 // Another service on this daemon has the name: pick the next one and try again.
@@ -134,6 +139,16 @@ final class AvahiPublisher {
     private func retryTimerFired() {
         guard let group, avahi_entry_group_is_empty(group) != 0 else { return }
         addService(to: group)
+    }
+
+    /// A service published on IPv4 mDNS is resolved by peers to the host's IPv4 addresses, one
+    /// published on IPv6 mDNS to its IPv6 addresses (see ``AvahiBrowser``); both when both.
+    private static func avahiProtocol(for families: AddressFamilies) -> AvahiProtocol {
+        switch (families.contains(.ipv4), families.contains(.ipv6)) {
+        case (true, false): AvahiProtocol(AVAHI_PROTO_INET)
+        case (false, true): AvahiProtocol(AVAHI_PROTO_INET6)
+        default: AvahiProtocol(AVAHI_PROTO_UNSPEC)
+        }
     }
 
     private func rename() {

@@ -45,7 +45,8 @@ final class AvahiSession: @unchecked Sendable {
         let emit: (DiscoveryEvent) -> Void = { [unowned self] event in self.emit(event) }
         if advertises, let port = request.port, let port = UInt16(exactly: port) {
             publisher = AvahiPublisher(serviceType: request.serviceType, name: request.peerName, port: port,
-                                       txtRecord: request.txtRecord, poll: poll, logger: logger, emit: emit)
+                                       txtRecord: request.txtRecord, families: request.addressFamilies,
+                                       poll: poll, logger: logger, emit: emit)
         }
         browser = AvahiBrowser(serviceType: request.serviceType, ownPeerID: request.peerID, logger: logger, emit: emit)
     }
