@@ -37,6 +37,8 @@ class Harness:
         self.log_dir = log_dir
         self.nodes: list = []
         self.processes: list = []
+        # Undo steps for changes a scenario made inside hosts (addresses, interfaces), run last first.
+        self.restores: list = []
         self.a, self.b, self.c = lan.hosts[:3]
 
     # MARK: Helpers
@@ -52,8 +54,11 @@ class Harness:
             node.stop()
         for process in self.processes:
             end_process(process)
+        for restore in reversed(self.restores):
+            restore()
         self.nodes.clear()
         self.processes.clear()
+        self.restores.clear()
         self.lan.restore()
 
     def stories(self) -> str:

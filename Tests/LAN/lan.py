@@ -86,6 +86,14 @@ class Lan:
         """Runs a command inside `host` to completion."""
         return subprocess.run(self.command(host, *argv), capture_output=True, text=True, timeout=timeout)
 
+    def state_dir(self) -> Path:
+        """Where scripts/lan keeps this LAN's state and logs (each host's avahi.log is in <dir>/<host>/)."""
+        return Path(os.environ.get("PEERKIT_LAN_DIR", "/tmp/peerkit-lan"))
+
+    def ipv6(self) -> bool:
+        """Whether the LAN was brought up with --ipv6."""
+        return self._run("ipv6").strip() == "yes"
+
     def prefix(self) -> str:
         """The run's namespace prefix: the bridge is <prefix>-br, host hK is <prefix>-hK."""
         return (Path(os.environ.get("PEERKIT_LAN_DIR", "/tmp/peerkit-lan")) / "prefix").read_text().strip()

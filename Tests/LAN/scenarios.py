@@ -26,9 +26,11 @@ sys.dont_write_bytecode = True
 from harness import DETECTION_BOUND, EVENTUALLY, RECONNECT_BOUND, Harness, within  # noqa: E402
 from lan import Lan, ScenarioFailure, random_service_type, wait_until  # noqa: E402
 from listr import Listr  # noqa: E402
+from ipv6 import IPv6Scenarios  # noqa: E402
 
-class Scenarios(Harness):
-    """The scenarios of issue 5 (plus 0, the LAN itself, and 2b and 7); each returns its figures as one line."""
+class Scenarios(IPv6Scenarios):
+    """The scenarios of issue 5 (plus 0, the LAN itself, and 2b and 7) on an IPv4-only LAN, and those of issue 31
+    (8 to 12, in ipv6.py) on a LAN with IPv6 on; each returns its figures as one line."""
 
     def scenario_0(self) -> str:
         """The LAN itself: a record published on h1 reaches h2 and h3 over the bridge, never the root namespace."""
@@ -237,17 +239,24 @@ while True:
 """
 
 SCENARIOS = ["0", "1", "2", "2b", "3", "4", "5", "6", "7"]
+# Run on a LAN brought up with --ipv6 (scripts/lan-test brings one up after the IPv4-only one).
+IPV6_SCENARIOS = ["8", "9", "10", "11", "12"]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True, type=Path, help="the Swift bin directory (swift build --show-bin-path)")
-    parser.add_argument("--only", default=",".join(SCENARIOS), help="comma-separated scenarios to run")
+    parser.add_argument("--only", default=",".join(SCENARIOS + IPV6_SCENARIOS), help="comma-separated scenarios to run")
+    parser.add_argument("--needs", choices=["ipv4", "ipv6"],
+                        help="only say (exit status 0) whether the selection has scenarios for this kind of LAN")
     arguments = parser.parse_args()
     selected = arguments.only.split(",")
-    unknown = [name for name in selected if name not in SCENARIOS]
+    unknown = [name for name in selected if name not in SCENARIOS + IPV6_SCENARIOS]
     if unknown:
-        parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")
+        parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS + IPV6_SCENARIOS}")
+    if arguments.needs:
+        kind = IPV6_SCENARIOS if arguments.needs == "ipv6" else SCENARIOS
+        return 0 if any(name in kind for name in selected) else 1
     arguments.bin = arguments.bin.resolve()
     node_binary = arguments.bin / "peerkit"
     if not os.access(node_binary, os.X_OK):
@@ -257,6 +266,8 @@ def main() -> int:
     # SIGTERM (e.g. from scripts/lan-test's trap) unwinds like Ctrl-C, so every node is stopped by its PID.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     lan = Lan()
+    # The scenarios of the other kind of LAN run in scripts/lan-test's other pass.
+    selected = [name for name in selected if (name in IPV6_SCENARIOS) == lan.ipv6()]
     log_dir = Path(tempfile.mkdtemp(prefix="peerkit-lan-logs-"))
     scenarios = Scenarios(lan, arguments.bin, log_dir)
     failed = []
@@ -281,7 +292,10 @@ def main() -> int:
         raise
     finally:
         scenarios.cleanup()
-        shutil.rmtree(log_dir, ignore_errors=True)
+        if os.environ.get("LAN_KEEP_LOGS"):
+            print(f"LAN scenarios: the nodes' logs are kept in {log_dir}", flush=True)
+        else:
+            shutil.rmtree(log_dir, ignore_errors=True)
     passed = len(selected) - len(failed)
     print(f"LAN scenarios: {passed} passed, {len(failed)} failed" + (f" ({', '.join(failed)})" if failed else ""))
     return 1 if failed else 0
