@@ -53,7 +53,9 @@ public struct DiscoveredService: Sendable, Hashable {
     public var name: String
     /// The `peerid` TXT value, when the service carries one.
     public var peerID: String?
-    /// Addresses to dial, best first (IPv4 before IPv6).
+    /// Addresses to dial, each once; an IPv6 link-local address carries its zone
+    /// (`fe80::1%eth0`). The connection layer dials them all, IPv6 first and then alternating
+    /// families (Happy Eyeballs, RFC 8305), so their order here does not matter.
     public var endpoints: [PeerEndpoint]
     /// The TXT record as unordered key/value pairs.
     public var txtRecord: [String: String]
