@@ -109,14 +109,56 @@ struct EnvelopeParserTests {
         #expect(parseError(Array(json.utf8)) == .malformedEnvelope("the JSON nests deeper than \(EnvelopeParser.maximumDepth) levels"))
     }
 
-    @Test("random bytes never crash the parser")
+    @Test("random and mutated frames either fail with a WireError or parse to an envelope that re-encodes to itself")
     func fuzz() {
-        var generator = SystemRandomNumberGenerator()
+        let seed = ProcessInfo.processInfo.environment["PEERKIT_FUZZ_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0 ... .max)
+        print("EnvelopeParserTests.fuzz: seed \(seed) (set PEERKIT_FUZZ_SEED=\(seed) to run these inputs again)")
+        var generator = SeededGenerator(seed: seed)
         let alphabet = Array(#"{}[]",:\ tuefalsnr0123456789.-eEtypeayloadidTX"#.utf8) + [0x00, 0xFF, 0xC3]
-        for _ in 0..<5000 {
-            let length = Int.random(in: 0..<64, using: &generator)
-            let bytes = (0..<length).map { _ in alphabet.randomElement(using: &generator) ?? 0 }
-            _ = try? EnvelopeParser.parse(ByteBuffer(bytes: bytes))
+        let valid = [
+            #"{"type":"Note","payload":{"text":"hi"}}"#,
+            #"{"type":"Q","id":"7","replyTo":"3","group":"kitchen","payload":[1,2.5e3,true,null,"x"]}"#,
+            #"{"payload":{"a":{"b":[{}]}},"type":"T","id":"1"}"#,
+        ].map { Array($0.utf8) }
+        var parsed = 0, refused = 0
+        for index in 0..<5000 {
+            var bytes: [UInt8]
+            if index.isMultiple(of: 2) {
+                // Random bytes from JSON's alphabet.
+                bytes = (0..<Int.random(in: 0..<64, using: &generator)).map { _ in generator.pick(alphabet) }
+            } else {
+                // A valid envelope with a few bytes replaced, inserted or removed.
+                bytes = generator.pick(valid)
+                for _ in 0..<Int.random(in: 1...3, using: &generator) where !bytes.isEmpty {
+                    let at = Int.random(in: 0..<bytes.count, using: &generator)
+                    switch Int.random(in: 0..<3, using: &generator) {
+                    case 0: bytes[at] = generator.pick(alphabet)
+                    case 1: bytes.insert(generator.pick(alphabet), at: at)
+                    default: bytes.remove(at: at)
+                    }
+                }
+            }
+            let input = "seed \(seed), input \(index): \(String(decoding: bytes, as: UTF8.self).debugDescription)"
+            let envelope: Envelope
+            do {
+                envelope = try EnvelopeParser.parse(ByteBuffer(bytes: bytes))
+            } catch {
+                // Typed throws: every failure is a WireError, and a refused envelope says why.
+                guard case let .malformedEnvelope(reason) = error else {
+                    Issue.record("\(input): \(error) is not malformedEnvelope")
+                    continue
+                }
+                #expect(!reason.isEmpty, "\(input)")
+                refused += 1
+                continue
+            }
+            parsed += 1
+            // What was accepted is written again by the encoder and parses to the same envelope.
+            var frame = EnvelopeEncoder.frame(type: envelope.type, id: envelope.id, replyTo: envelope.replyTo, group: envelope.group, payload: envelope.payload.readableBytesView)
+            #expect(frame.readInteger(as: UInt32.self).map(Int.init) == frame.readableBytes, "\(input)")
+            #expect((try? EnvelopeParser.parse(frame)) == envelope, "\(input)")
         }
+        // Both outcomes were exercised.
+        #expect(parsed > 100 && refused > 100, "seed \(seed): \(parsed) parsed, \(refused) refused")
     }
 }

@@ -113,13 +113,39 @@ struct PayloadDecoderTests {
         #expect(throws: (any Error).self) { try PayloadDecoder.decode(S.self, from: buffer) }
     }
 
-    @Test("random JSON-ish bytes never crash the decoder")
-    func fuzz() {
-        struct Shape: Codable { var a: [Int]?; var b: String?; var c: [String: Double]? }
+    @Test("random JSON-ish bytes decode exactly when JSONDecoder decodes them, to the same value")
+    func fuzz() throws {
+        struct Shape: Codable, Equatable { var a: [Int]?; var b: String?; var c: [String: Double]? }
+        let seed = ProcessInfo.processInfo.environment["PEERKIT_FUZZ_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0 ... .max)
+        print("PayloadDecoderTests.fuzz: seed \(seed) (set PEERKIT_FUZZ_SEED=\(seed) to run these inputs again)")
+        var generator = SeededGenerator(seed: seed)
         let alphabet = Array(#"{}[]",:\ tuefalsnr0123456789.-eEabc"#.utf8)
-        for _ in 0..<5000 {
-            let bytes = (0..<Int.random(in: 0..<40)).map { _ in alphabet.randomElement() ?? 0 }
-            _ = try? PayloadDecoder.decode(Shape.self, from: ByteBuffer(bytes: bytes))
+        let valid = [#"{"a":[1,-2,30],"b":"x\n","c":{"k":1.5e2}}"#, #"{"b":null,"c":{}}"#, #"{}"#, #"{"a":[]}"#].map { Array($0.utf8) }
+        var decoded = 0, refused = 0
+        for index in 0..<5000 {
+            var bytes: [UInt8]
+            if index.isMultiple(of: 2) {
+                bytes = (0..<Int.random(in: 0..<40, using: &generator)).map { _ in generator.pick(alphabet) }
+            } else {
+                // A valid payload with a byte replaced, inserted or removed.
+                bytes = generator.pick(valid)
+                let at = Int.random(in: 0..<bytes.count, using: &generator)
+                switch Int.random(in: 0..<3, using: &generator) {
+                case 0: bytes[at] = generator.pick(alphabet)
+                case 1: bytes.insert(generator.pick(alphabet), at: at)
+                default: bytes.remove(at: at)
+                }
+            }
+            let input = "seed \(seed), input \(index): \(String(decoding: bytes, as: UTF8.self).debugDescription)"
+            let mine = try? PayloadDecoder.decode(Shape.self, from: ByteBuffer(bytes: bytes))
+            let foundation = try? JSONDecoder().decode(Shape.self, from: Data(bytes))
+            // The one difference on purpose: a trailing comma, which JSONDecoder lets pass (see above).
+            let trailingComma = String(decoding: bytes, as: UTF8.self).contains(/,[ \t\n\r]*[}\]]/)
+            if !(mine == nil && foundation != nil && trailingComma) {
+                #expect(mine == foundation, "\(input): PayloadDecoder gave \(String(describing: mine)), JSONDecoder \(String(describing: foundation))")
+            }
+            if mine == nil { refused += 1 } else { decoded += 1 }
         }
+        #expect(decoded > 100 && refused > 100, "seed \(seed): \(decoded) decoded, \(refused) refused")
     }
 }

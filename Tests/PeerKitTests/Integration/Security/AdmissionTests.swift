@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import NIOConcurrencyHelpers
 import Testing
@@ -18,7 +19,11 @@ struct AdmissionTests {
         try await server.start()
         defer { server.stop() }
 
-        let mallory = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "mallory", security: .preSharedKey(key), peers: [try endpoint(of: server)]))
+        // Mallory's timers (its back-off among them) run on a test clock, moved by hand below.
+        let malloryClock = TestClock()
+        var malloryConfiguration = secureConfiguration(serviceType: serviceType, name: "mallory", security: .preSharedKey(key), peers: [try endpoint(of: server)])
+        malloryConfiguration.clock = malloryClock
+        let mallory = PeerTransceiver(configuration: malloryConfiguration)
         let malloryLog = EventLog(mallory)
         try await mallory.start()
         defer { mallory.stop() }
@@ -40,10 +45,16 @@ struct AdmissionTests {
             while serverLog.connected.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
         }
         #expect(serverLog.connected.map(\.name) == ["alice"])
-        // Mallory is told why and does not redial (the back-off would within 1.2 s).
-        try await Task.sleep(for: .seconds(3))
+        // Mallory is told why, and does not redial: with its clock moved past every back-off delay,
+        // no timer of it is left (a redial would be one, and would arm a connect timeout).
+        try await within(20, "mallory's refusal") {
+            while !malloryLog.errors.contains(where: { $0.description.contains(AdmissionGate.refusedReason) }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(try await timeUntilNextTimerAfterAdvancing(mallory, clock: malloryClock) == nil, "mallory redials the peer that refused it")
         #expect(malloryLog.connected.count == 1, "\(malloryLog.all)")
-        #expect(malloryLog.errors.contains { $0.description.contains(AdmissionGate.refusedReason) }, "\(malloryLog.errors)")
+        #expect(serverLog.errors.filter { $0.code == .admissionRefused }.count == 1, "\(serverLog.errors)")
     }
 
     @Test("messages that arrive while the hook decides are held and delivered in order once the peer is admitted")

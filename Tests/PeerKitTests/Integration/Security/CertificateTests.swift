@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -43,7 +44,11 @@ struct CertificateTests {
         server.receive(Note.self) { note in delivered.put(note.text) }
         try await server.start()
         defer { server.stop() }
-        let client = PeerTransceiver(configuration: certificateConfiguration(serviceType: serviceType, name: "client", identity: b, trust: try .pinned([a.fingerprint]), peers: [try endpoint(of: server)]))
+        // The client's timers (its back-off among them) run on a test clock, moved by hand below.
+        let clientClock = TestClock()
+        var clientConfiguration = certificateConfiguration(serviceType: serviceType, name: "client", identity: b, trust: try .pinned([a.fingerprint]), peers: [try endpoint(of: server)])
+        clientConfiguration.clock = clientClock
+        let client = PeerTransceiver(configuration: clientConfiguration)
         let clientEvents = client.events()
         try await client.start()
         defer { client.stop() }
@@ -57,8 +62,9 @@ struct CertificateTests {
         }
         let serverError = try #require(serverLog.errors.first { $0.isSecurityRefusal })
         #expect(serverError.description.contains("presented a certificate whose public key has the fingerprint \(b.fingerprint), which we do not trust: that key is not pinned"), "\(serverError)")
-        // No retry storm: the back-off would redial within 1.2 s; a refused peer is not redialled.
-        try await Task.sleep(for: .seconds(3))
+        // No retry storm: with the client's clock moved past every back-off delay, no timer of it
+        // is left (a redial would be one, and would arm a connect timeout).
+        #expect(try await timeUntilNextTimerAfterAdvancing(client, clock: clientClock) == nil, "the client redials the peer that refused it")
         #expect(serverLog.errors.filter(\.isSecurityRefusal).count == 1, "\(serverLog.errors)")
         #expect(serverLog.connected.isEmpty)
         #expect(client.connectedPeers.isEmpty)
@@ -82,7 +88,11 @@ struct CertificateTests {
             return
         }
         #expect(clientError.fingerprint == a.fingerprint)
-        try await Task.sleep(for: .seconds(1))
+        // The server learns that its certificate was refused: the connection ended in the TLS
+        // handshake, so neither side ever reported the other connected.
+        try await within(20, "the server's refusal") {
+            while !serverLog.errors.contains(where: \.isSecurityRefusal) { try await Task.sleep(for: .milliseconds(20)) }
+        }
         #expect(serverLog.connected.isEmpty && client.connectedPeers.isEmpty)
     }
 

@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import NIOCore
 import NIOPosix
@@ -40,7 +41,11 @@ struct PreSharedKeyTests {
         try await server.start()
         defer { server.stop() }
         let clientKey = PeerKey.random()
-        let client = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "client", security: .preSharedKey(clientKey), peers: [try endpoint(of: server)]))
+        // The client's timers (its back-off among them) run on a test clock, moved by hand below.
+        let clientClock = TestClock()
+        var clientConfiguration = secureConfiguration(serviceType: serviceType, name: "client", security: .preSharedKey(clientKey), peers: [try endpoint(of: server)])
+        clientConfiguration.clock = clientClock
+        let client = PeerTransceiver(configuration: clientConfiguration)
         let clientEvents = client.events()
         try await client.start()
         defer { client.stop() }
@@ -53,8 +58,9 @@ struct PreSharedKeyTests {
                 try await Task.sleep(for: .milliseconds(20))
             }
         }
-        // No retry storm: the back-off would redial within 1.2 s; a refused peer is not redialled.
-        try await Task.sleep(for: .seconds(3))
+        // No retry storm: with the client's clock moved past every back-off delay, no timer of it
+        // is left (a redial would be one, and would arm a connect timeout).
+        #expect(try await timeUntilNextTimerAfterAdvancing(client, clock: clientClock) == nil, "the client redials the peer that refused it")
         #expect(serverLog.errors.filter(\.isSecurityRefusal).count == 1, "\(serverLog.errors)")
         #expect(serverLog.connected.isEmpty)
         #expect(client.connectedPeers.isEmpty)

@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import MetricsTestKit
 import NIOCore
@@ -9,7 +10,7 @@ import Testing
 @Suite("Transceiver metrics over loopback TCP")
 struct TransceiverMetricsTests {
     /// A listening server and a client that dialled it, each with its own metrics, connected.
-    private static func connectedPair(serverMetrics: TestMetrics, clientMetrics: TestMetrics) async throws -> (server: PeerTransceiver, client: PeerTransceiver, serverPeer: Peer) {
+    private static func connectedPair(serverMetrics: TestMetrics, clientMetrics: TestMetrics, clientClock: TestClock<Duration>? = nil) async throws -> (server: PeerTransceiver, client: PeerTransceiver, serverPeer: Peer) {
         let serviceType = randomServiceType()
         var serverConfiguration = loopbackConfiguration(serviceType: serviceType, name: "server")
         serverConfiguration.metricsFactory = serverMetrics
@@ -18,6 +19,7 @@ struct TransceiverMetricsTests {
         var clientConfiguration = loopbackConfiguration(serviceType: serviceType, name: "client", peers: [try endpoint(of: server)])
         clientConfiguration.advertises = false
         clientConfiguration.metricsFactory = clientMetrics
+        if let clientClock { clientConfiguration.clock = clientClock }
         let client = PeerTransceiver(configuration: clientConfiguration)
         try await client.start()
         let serverPeer = try await client.waitForPeer(timeout: .seconds(20))
@@ -116,18 +118,26 @@ struct TransceiverMetricsTests {
         #expect(peerMetrics.receivedType("Unseen") === peerMetrics.otherType)
     }
 
-    @Test("a request that gets no reply in time is counted as timed out")
+    @Test("a request that gets no reply in time is counted as timed out", .timeLimit(.minutes(1)))
     func requestTimeout() async throws {
         let clientMetrics = TestMetrics()
-        let (server, client, serverPeer) = try await Self.connectedPair(serverMetrics: TestMetrics(), clientMetrics: clientMetrics)
-        defer { client.stop(); server.stop() }
+        // The request's timeout runs on the client's test clock, moved by hand; the server answers
+        // only when the test ends, so the timeout comes first by construction, not by wall-clock luck.
+        let clientClock = TestClock()
+        let (server, client, serverPeer) = try await Self.connectedPair(serverMetrics: TestMetrics(), clientMetrics: clientMetrics, clientClock: clientClock)
+        let release = AsyncStream.makeStream(of: Void.self)
+        defer { release.continuation.finish(); client.stop(); server.stop() }
         server.respond(to: Question.self) { _, _ in
-            try await Task.sleep(for: .seconds(3))
+            for await _ in release.stream {}
             return Answer(text: "late", from: "server")
         }
-        await #expect(throws: PeerKitError.self) {
-            _ = try await client.request(Question(text: "slow"), to: serverPeer, expecting: Answer.self, timeout: .milliseconds(200))
+        // Task.immediate: the request is sent, and its timeout set, before the clock moves.
+        let request = Task.immediate {
+            try await client.request(Question(text: "slow"), to: serverPeer, expecting: Answer.self, timeout: .milliseconds(200))
         }
+        await clientClock.advance(by: .milliseconds(200))
+        let error = await #expect(throws: PeerKitError.self) { try await request.value }
+        #expect(error?.code == .requestTimedOut, "\(String(describing: error))")
         #expect(Self.counter(clientMetrics, "peerkit_requests_timed_out_total") == 1)
         #expect((try? clientMetrics.expectTimer("peerkit_request_duration_seconds").values.count) ?? 0 == 0)
     }
