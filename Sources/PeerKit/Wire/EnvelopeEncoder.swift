@@ -2,8 +2,9 @@ import NIOCore
 
 /// Writes frames: the length field and the envelope JSON, in one buffer, without re-encoding the payload.
 ///
-/// The payload arrives already encoded (by `JSONEncoder`, once per message however many peers
-/// it goes to); the envelope around it is written byte by byte, keys in the order
+/// The payload arrives already encoded (by PeerKit's own ``PayloadEncoder``, once per message
+/// however many peers it goes to; it falls back to Foundation's `JSONEncoder` only for an
+/// `encode(to:)` it cannot stream); the envelope around it is written byte by byte, keys in the order
 /// `type`, `id`, `replyTo`, `group`, `payload`:
 ///
 ///     {"type":"AddItemCommand","id":"r7","payload":{"title":"Milk"}}
