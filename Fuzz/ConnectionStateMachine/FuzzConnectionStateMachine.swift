@@ -136,6 +136,8 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         precondition(machine.isOpen, "established \(hello.peerID) without opening")
     case .renamed, .send:
         precondition(!wasEnding, "an ending machine answered with \(action)")
+    case .finishClosing:
+        precondition(wasEnding && life.reported, "a machine that had not begun closing asked to close its socket")
     case .deliver, .deliverChunk, .none:
         break
     }

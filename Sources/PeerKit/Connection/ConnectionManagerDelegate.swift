@@ -1,3 +1,5 @@
+import NIOCore
+
 /// What the connection manager reports to the layer above, in the order it happened.
 enum ConnectionEvent: Sendable {
     /// A peer event: added, removed, connected, disconnected, list changed, or an error.
@@ -25,6 +27,9 @@ protocol ConnectionManagerDelegate: AnyObject, Sendable {
 protocol InboundMessageSink: AnyObject, Sendable {
     /// A message (or a reply) arrived from `sender` on `connection`.
     func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection)
+    /// A connection's outbox drained below its limit: handlers held back for a peer that was
+    /// not reading may run again.
+    func outboxHasRoom()
 }
 
 /// Where the connection manager hands the `resources` feature's frames (the messaging layer's
@@ -34,4 +39,24 @@ protocol ResourceFrameSink: AnyObject, Sendable {
     func received(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection)
     /// A binary resource chunk arrived from `peer` on `connection`.
     func received(_ chunk: ResourceChunk, from peer: Peer, on connection: PeerConnection)
+}
+
+/// Where the messaging layer's dispatcher sends answers, and asks whether a peer can take more
+/// (the ``ConnectionManager``).
+protocol PeerOutbound: AnyObject, Sendable {
+    /// Queues `frame` for `peerID` on whichever connection is its own now, without waiting.
+    /// Returns false when the peer is not connected (the frame is dropped).
+    func sendWithoutWaiting(_ frame: ByteBuffer, to peerID: String) -> Bool
+    /// Whether the peer's outbox has room for what its handlers make.
+    func outboxState(of peerID: String) -> OutboxState
+}
+
+/// What a peer's outbox can take now (``PeerOutbound/outboxState(of:)``).
+enum OutboxState: Sendable, Equatable {
+    /// Below ``PeerConfiguration/maximumQueuedOutboundBytes``.
+    case room
+    /// At or over it: the peer is not reading what was made for it.
+    case full
+    /// The peer is not connected.
+    case disconnected
 }

@@ -111,6 +111,9 @@ struct ConnectionStateMachine {
         case close(sending: ControlFrame?, mode: CloseMode, reason: CloseReason)
         /// Report that the connection ended (the socket is already closed or closing).
         case reportClosed(CloseReason)
+        /// Close the socket now: a closing connection heard all it was waiting for (its reason
+        /// was reported already).
+        case finishClosing
     }
 
     /// How the socket closes once the last frame is written.
@@ -210,6 +213,13 @@ struct ConnectionStateMachine {
         lastHeard = now
         switch state {
         case let .closing(delivering):
+            if delivering, envelope.type == EnvelopeType.bye {
+                // A retired duplicate: the peer's bye is the last frame it writes here, so
+                // everything it sent on this connection has arrived. Close now rather than at
+                // the timeout; the reason was reported when the close began.
+                state = .closing(delivering: false)
+                return .finishClosing
+            }
             let passed = !envelope.isControl || EnvelopeType.passedUp.contains(envelope.type)
                 || (envelope.type.hasPrefix(EnvelopeType.resourcePrefix) && negotiated(Hello.Feature.resources))
             return delivering && passed ? .deliver(envelope) : .none

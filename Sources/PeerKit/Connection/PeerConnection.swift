@@ -68,16 +68,36 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         /// Certificates mode: the SHA-256 fingerprint of the peer's verified public key.
         var fingerprint: String?
         var closed = false
+        /// Cleared when the connection starts closing: from then on frames are refused (the
+        /// connection manager already routes the peer's frames elsewhere).
+        var accepting = true
         /// Why the connection ended, once it did.
         var closeError: PeerKitError?
-        var writabilityWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Senders waiting for the outbox to drain, by ticket.
+        var writabilityWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiterTicket = 0
         var inboundBytes = 0
         var readingPaused = false
+        /// Paused (also) because the transceiver's ``InboundBudget`` was spent.
+        var pausedByBudget = false
     }
 
     private let state = NIOLockedValueBox(State())
 
-    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous) {
+    /// Over this many queued bytes the outbox is full: frames that cannot wait are refused, and
+    /// the peer's handlers wait (``PeerConfiguration/maximumQueuedOutboundBytes``).
+    let maximumQueuedOutboundBytes: Int
+    /// Called (on the event loop) when the outbox drops below ``maximumQueuedOutboundBytes``
+    /// after it was full: the dispatcher runs the peer's handlers again.
+    private let roomAvailable: (@Sendable () -> Void)?
+
+    /// What all of the transceiver's connections may hold unhandled together (nil: no such bound).
+    let inboundBudget: InboundBudget?
+
+    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, inboundBudget: InboundBudget? = nil, maximumQueuedOutboundBytes: Int = 32 << 20, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous, roomAvailable: (@Sendable () -> Void)? = nil) {
+        self.inboundBudget = inboundBudget
+        self.maximumQueuedOutboundBytes = maximumQueuedOutboundBytes
+        self.roomAvailable = roomAvailable
         self.metrics = metrics
         self.channel = channel
         self.clock = clock
@@ -156,25 +176,56 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     // MARK: Sending
 
-    /// Queues a complete frame for writing; an `urgent` one (a ping or pong) goes before any
-    /// data still in the outbox. Frames queued after the connection closed are dropped.
-    func send(_ frame: ByteBuffer, urgent: Bool = false) {
+    /// What ``enqueue(_:below:)`` did with a frame.
+    enum Enqueued: Equatable {
+        /// It waits in the outbox.
+        case queued
+        /// The outbox holds `queuedBytes`, at or over the mark given: not queued.
+        case full(queuedBytes: Int)
+        /// The connection is closing or closed: not queued (the peer's frames go elsewhere now).
+        case closed
+
+        var isQueued: Bool { self == .queued }
+    }
+
+    /// Queues a complete frame for writing, unless the outbox already holds `mark` bytes or more
+    /// (nil: whatever it holds), or the connection is closing. The check and the queueing are one
+    /// step, so concurrent senders cannot all pass the mark: the outbox stays within the mark
+    /// plus one frame.
+    func enqueue(_ frame: ByteBuffer, below mark: Int?) -> Enqueued {
+        let (outcome, scheduleDrain) = state.withLockedValue { state -> (Enqueued, Bool) in
+            guard !state.closed, state.accepting else { return (.closed, false) }
+            if let mark, state.queuedBytes >= mark { return (.full(queuedBytes: state.queuedBytes), false) }
+            state.queued.append(frame)
+            state.queuedBytes += frame.readableBytes
+            if state.drainScheduled { return (.queued, false) }
+            state.drainScheduled = true
+            return (.queued, true)
+        }
+        if outcome == .queued { metrics.sendQueueBytes.increment(by: Double(frame.readableBytes)) }
+        if scheduleDrain {
+            channel.eventLoop.execute { self.drain() }
+        }
+        return outcome
+    }
+
+    /// Queues a frame of this connection's own protocol (a heartbeat, a group update, a resource
+    /// control frame); an `urgent` one (a ping or pong) goes before any data still in the outbox.
+    /// Returns false when the connection is closing or closed (the frame is not sent).
+    @discardableResult
+    func send(_ frame: ByteBuffer, urgent: Bool = false) -> Bool {
+        guard urgent else { return enqueue(frame, below: nil).isQueued }
         let (queued, scheduleDrain) = state.withLockedValue { state -> (Bool, Bool) in
             guard !state.closed else { return (false, false) }
-            if urgent {
-                state.urgent.append(frame)
-            } else {
-                state.queued.append(frame)
-                state.queuedBytes += frame.readableBytes
-            }
+            state.urgent.append(frame)
             if state.drainScheduled { return (true, false) }
             state.drainScheduled = true
             return (true, true)
         }
-        if queued, !urgent { metrics.sendQueueBytes.increment(by: Double(frame.readableBytes)) }
         if scheduleDrain {
             channel.eventLoop.execute { self.drain() }
         }
+        return queued
     }
 
     /// Queues a frame of a resource transfer (a chunk, or the end that must follow the chunks),
@@ -208,24 +259,45 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Returns once the outbox is below its high-water mark (at once when it is), so that a fast
-    /// sender does not queue without bound.
-    /// - Throws: why the connection ended, when it ends before (or while) waiting.
-    func waitUntilWritable() async throws(PeerKitError) {
+    /// Returns once the outbox has drained to its low-water mark (at once when it is below its
+    /// high-water mark), so that a fast sender does not queue without bound. A peer that does not
+    /// read for `grace` meanwhile is too slow: the connection is failed and this throws
+    /// ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``.
+    /// - Throws: that, or why the connection ended, when it ends before (or while) waiting.
+    func waitForRoom(grace: TimeAmount, limit: Int) async throws(PeerKitError) {
         let mustWait = state.withLockedValue { $0.queuedBytes > Self.outboxHighWatermark && !$0.closed }
         if mustWait {
+            let ticket = state.withLockedValue { state -> Int in
+                defer { state.nextWaiterTicket += 1 }
+                return state.nextWaiterTicket
+            }
+            let timer = clock.schedule(on: channel.eventLoop, in: .nanoseconds(grace.nanoseconds)) {
+                self.roomWaitExpired(ticket: ticket, grace: grace, limit: limit)
+            }
             await withCheckedContinuation { continuation in
                 let waiting = state.withLockedValue { state -> Bool in
                     guard state.queuedBytes > Self.outboxHighWatermark, !state.closed else { return false }
-                    state.writabilityWaiters.append(continuation)
+                    state.writabilityWaiters[ticket] = continuation
                     return true
                 }
                 if !waiting { continuation.resume() }
             }
+            timer.cancel()
         }
         if let error = closeError {
             throw error
         }
+    }
+
+    /// A sender waited `grace` for the peer to read: the peer is too slow. Fails the connection
+    /// (its waiters then throw why) unless that sender was released meanwhile.
+    private func roomWaitExpired(ticket: Int, grace: TimeAmount, limit: Int) {
+        let queued = state.withLockedValue { state -> Int? in
+            guard state.writabilityWaiters[ticket] != nil else { return nil }
+            return state.queuedBytes
+        }
+        guard let queued else { return }
+        requestClose(.failed(.tooSlow(queuedBytes: queued, limit: limit, grace: grace)))
     }
 
     /// Called by the handler on the event loop when the channel's writability changes.
@@ -245,18 +317,23 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             state.urgent.removeAll()
             state.bulk = nil
             defer {
-                state.writabilityWaiters = []
+                state.writabilityWaiters = [:]
                 state.bulkWaiters = []
             }
-            return (state.writabilityWaiters + state.bulkWaiters, dropped)
+            return (Array(state.writabilityWaiters.values) + state.bulkWaiters, dropped)
         }
         if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }
+        inboundBudget?.forget(self)
         for waiter in waiters { waiter.resume() }
     }
 
     /// Writes urgent frames, then data frames while the channel is writable (every one when
     /// `everything`), and flushes once. Runs on the event loop.
     func drain(everything: Bool = false) {
+        let wasFull = queuedOutboundBytes >= maximumQueuedOutboundBytes
+        defer {
+            if wasFull, roomAvailable != nil, queuedOutboundBytes < maximumQueuedOutboundBytes { roomAvailable?() }
+        }
         var wrote = false
         var wroteBytes = 0
         var dequeuedBytes = 0
@@ -282,8 +359,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                 guard everything || channel.isWritable, let frame = state.queued.popFirst() else {
                     state.drainScheduled = false
                     if state.queuedBytes <= Self.outboxLowWatermark {
-                        released += state.writabilityWaiters
-                        state.writabilityWaiters = []
+                        released += state.writabilityWaiters.values
+                        state.writabilityWaiters = [:]
                     }
                     return nil
                 }
@@ -314,21 +391,46 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     // MARK: Inbound accounting
 
     /// A message of `cost` bytes went to the dispatcher. Returns true when the backlog is now
-    /// over the limit and reading must pause.
+    /// over the limit (this connection's, or the transceiver's ``InboundBudget``) and reading
+    /// must pause.
     func inboundAccepted(_ cost: Int) -> Bool {
-        state.withLockedValue { state in
+        let overBudget = inboundBudget?.accepted(cost, by: self) ?? false
+        return state.withLockedValue { state in
             state.inboundBytes += cost
-            if state.inboundBytes > maximumQueuedInboundBytes { state.readingPaused = true }
+            if state.inboundBytes > maximumQueuedInboundBytes || overBudget {
+                state.readingPaused = true
+                state.pausedByBudget = state.pausedByBudget || overBudget
+            }
             return state.readingPaused
         }
     }
 
-    /// The handler of a message of `cost` bytes finished; resumes reading once the backlog is
-    /// down to half the limit.
+    /// The handler of a message of `cost` bytes finished (or the message was dropped); resumes
+    /// reading once this connection's backlog is down to half its limit and the transceiver's
+    /// budget allows.
     func inboundHandled(_ cost: Int) {
+        let resumed = inboundBudget?.handled(cost) ?? []
+        state.withLockedValue { $0.inboundBytes -= cost }
+        for connection in resumed { connection.budgetReleased() }
+        resumeReadingIfAllowed()
+    }
+
+    /// A message that arrived on this connection was dropped unhandled (its peer was refused or
+    /// disconnected first): what it counted against the inbound limits counts no longer.
+    func inboundDropped(_ envelope: Envelope) {
+        guard PeerConnectionHandler.countsAgainstInboundLimit(envelope) else { return }
+        inboundHandled(PeerConnectionHandler.cost(of: envelope))
+    }
+
+    /// The transceiver's budget has room again.
+    private func budgetReleased() {
+        state.withLockedValue { $0.pausedByBudget = false }
+        resumeReadingIfAllowed()
+    }
+
+    private func resumeReadingIfAllowed() {
         let resume = state.withLockedValue { state -> Bool in
-            state.inboundBytes -= cost
-            guard state.readingPaused, state.inboundBytes <= maximumQueuedInboundBytes / 2 else { return false }
+            guard state.readingPaused, !state.pausedByBudget, state.inboundBytes <= maximumQueuedInboundBytes / 2 else { return false }
             state.readingPaused = false
             return true
         }
@@ -342,6 +444,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Sends what is queued (unless `discardQueue`), then `lastFrame`, then closes as `mode` says,
     /// closing anyway after `timeout`. Runs on the event loop.
     func finish(lastFrame: ByteBuffer?, mode: ConnectionStateMachine.CloseMode, discardQueue: Bool, timeout: TimeAmount) {
+        // The connection manager already routes the peer's frames elsewhere: a frame that comes
+        // after this is refused (and its sender routes it again) instead of being dropped.
+        state.withLockedValue { $0.accepting = false }
         if discardQueue {
             let dropped = state.withLockedValue { state -> Int in
                 defer { state.queued.removeAll(); state.queuedBytes = 0; state.bulk = nil }

@@ -216,7 +216,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             // Not counted against the inbound limit: the transfer's window bounds it.
             delegate.connection(connection, received: chunk)
         case let .deliver(envelope):
-            if envelope.replyTo == nil, !envelope.isControl {
+            if Self.countsAgainstInboundLimit(envelope) {
                 // Counted until its handler ran; over the limit, reads are held back.
                 _ = connection.inboundAccepted(Self.cost(of: envelope))
             }
@@ -226,6 +226,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             let discard: Bool
             if case .failed(.timedOut) = reason { discard = true } else if case .failed(.tooSlow) = reason { discard = true } else { discard = false }
             let timeout: TimeAmount = mode == .awaitPeer ? stateMachine.configuration.handshakeTimeout : .seconds(1)
+            // The layer above hears first, so that it routes the peer's frames elsewhere before
+            // this connection refuses them: a frame is either written here or routed again,
+            // never dropped in between.
+            delegate.connectionClosed(connection, reason: reason)
             connection.finish(
                 lastFrame: frame.map { $0.encode(allocator: context.channel.allocator) },
                 mode: mode,
@@ -233,15 +237,13 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
                 timeout: timeout
             )
             if connection.channel.isActive { count(as: .closing) }
-            report(reason, connection: connection)
+            connection.ended(error: reason.error(peer: connection.description))
+        case .finishClosing:
+            context.close(promise: nil)
         case let .reportClosed(reason):
-            report(reason, connection: connection)
+            delegate.connectionClosed(connection, reason: reason)
+            connection.ended(error: reason.error(peer: connection.description))
         }
-    }
-
-    private func report(_ reason: ConnectionStateMachine.CloseReason, connection: PeerConnection) {
-        connection.ended(error: reason.error(peer: connection.description))
-        delegate.connectionClosed(connection, reason: reason)
     }
 
     /// Moves this connection from the gauge it counts in to the one of `state` (none for nil).
@@ -250,6 +252,12 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         if let countedAs { metrics.connections(countedAs).decrement() }
         if let state { metrics.connections(state).increment() }
         countedAs = state
+    }
+
+    /// Whether a message counts against the inbound limits until its handler ran: messages for
+    /// handlers do; replies (resolved at once) and the protocol's own frames do not.
+    static func countsAgainstInboundLimit(_ envelope: Envelope) -> Bool {
+        envelope.replyTo == nil && !envelope.isControl
     }
 
     /// What a message counts against the inbound limit.

@@ -9,12 +9,21 @@ import NIOCore
 /// replies to this transceiver's own requests are resolved at once, everything else is queued
 /// for ``run()``, which decodes payloads and calls handlers off the event loops.
 ///
-/// Each connection has its own queue, and ``run()`` takes one message from each connection with
-/// messages in turn (round robin): a peer that floods us delays another peer's request by at most
-/// one of its own messages per turn, however many it has queued. Messages of one connection keep
-/// their order. Each message handled is credited back to its connection
-/// (``PeerConnection/inboundHandled(_:)``), which resumes reading from a connection that was
-/// paused for being too far ahead.
+/// Each peer has its own queue, and ``run()`` takes one message from each peer with messages in
+/// turn (round robin): a peer that floods us delays another peer's request by at most one of its
+/// own messages per turn, however many it has queued. Messages of one peer keep their order,
+/// whichever of its connections they came on. Each message handled is credited back to its
+/// connection (``PeerConnection/inboundHandled(_:)``), which resumes reading from a connection
+/// that was paused for being too far ahead.
+///
+/// **Outbound backpressure.** A peer's handlers run only while its outbox has room
+/// (``PeerOutbound/outboxState(of:)``): a peer that does not read its replies gets no more of
+/// them made; its queue waits (so its connection soon stops being read) until its outbox drains
+/// (``outboxHasRoom()``). Replies go to the requesting peer on whichever connection is its own
+/// now, not necessarily the one the request came on.
+///
+/// **Disconnected peers.** Requests of a peer that disconnected are dropped unhandled: nobody is
+/// there to receive their replies. Its one-way messages already accepted are still handled.
 final class MessageDispatcher: InboundMessageSink {
     private struct Inbound: Sendable {
         var envelope: Envelope
@@ -23,38 +32,77 @@ final class MessageDispatcher: InboundMessageSink {
     }
 
     private struct Queue {
-        /// Each connection's messages, in arrival order.
-        var perConnection: [ObjectIdentifier: CircularBuffer<Inbound>] = [:]
-        /// Connections with queued messages, in the order they get their next turn.
-        var turns = CircularBuffer<ObjectIdentifier>()
+        /// Each peer's messages, in arrival order.
+        var perPeer: [String: CircularBuffer<Inbound>] = [:]
+        /// Peers with queued messages, in the order they get their next turn.
+        var turns = CircularBuffer<String>()
+        /// Peers with queued messages whose outbox is full: no turn until it drains.
+        var parked: Set<String> = []
         var waiting: CheckedContinuation<[Inbound], Never>?
         var finished = false
 
         var isEmpty: Bool { turns.isEmpty }
 
         mutating func append(_ message: Inbound) {
-            let id = ObjectIdentifier(message.connection)
-            if perConnection[id, default: []].isEmpty { turns.append(id) }
-            perConnection[id, default: []].append(message)
+            let id = message.sender.id
+            if perPeer[id, default: []].isEmpty, !parked.contains(id) { turns.append(id) }
+            perPeer[id, default: []].append(message)
         }
 
-        /// One round: the oldest message of each connection that has any.
+        /// One round: the oldest message of each peer that has any and is not parked.
         mutating func takeRound() -> [Inbound] {
             var round: [Inbound] = []
             round.reserveCapacity(turns.count)
             for _ in 0..<turns.count {
                 // In place: taking the buffer out of the dictionary first (`var messages =
-                // perConnection[id]`) would copy all of it for every message (copy on write), and
+                // perPeer[id]`) would copy all of it for every message (copy on write), and
                 // a queue of n messages would cost n² copies.
-                guard let id = turns.popFirst(), let message = perConnection[id]?.popFirst() else { continue }
+                guard let id = turns.popFirst(), let message = perPeer[id]?.popFirst() else { continue }
                 round.append(message)
-                if perConnection[id]?.isEmpty ?? true {
-                    perConnection[id] = nil
+                if perPeer[id]?.isEmpty ?? true {
+                    perPeer[id] = nil
                 } else {
                     turns.append(id)
                 }
             }
             return round
+        }
+
+        /// Puts `message` back at the head of its peer's queue and parks the peer.
+        mutating func park(_ message: Inbound) {
+            let id = message.sender.id
+            if let index = turns.firstIndex(of: id) { turns.remove(at: index) }
+            perPeer[id, default: []].prepend(message)
+            parked.insert(id)
+        }
+
+        /// Gives every parked peer a turn again (their outbox is checked once more).
+        mutating func unparkAll() {
+            for id in parked where perPeer[id] != nil { turns.append(id) }
+            parked = []
+        }
+
+        /// Takes out the requests of `peerID` that did not come on `current`, its connection now
+        /// (nil: it has none); its one-way messages stay.
+        mutating func removeRequests(of peerID: String, notOn current: PeerConnection?) -> [Inbound] {
+            guard let messages = perPeer[peerID] else { return [] }
+            var kept = CircularBuffer<Inbound>()
+            var removed: [Inbound] = []
+            for message in messages {
+                if message.envelope.id != nil, message.connection !== current {
+                    removed.append(message)
+                } else {
+                    kept.append(message)
+                }
+            }
+            if kept.isEmpty {
+                perPeer[peerID] = nil
+                parked.remove(peerID)
+                if let index = turns.firstIndex(of: peerID) { turns.remove(at: index) }
+            } else {
+                perPeer[peerID] = kept
+            }
+            return removed
         }
     }
 
@@ -65,6 +113,9 @@ final class MessageDispatcher: InboundMessageSink {
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
+    /// Where replies go and whose outbox has room; nil in tests without connections (replies
+    /// then go to the connection the request came on).
+    private let outboundBox = NIOLockedValueBox<(any PeerOutbound)?>(nil)
     /// Messages accepted whose handler has not finished yet (a test network's `settle()` waits for none).
     private let unfinished = Atomic<Int>(0)
 
@@ -78,6 +129,11 @@ final class MessageDispatcher: InboundMessageSink {
         self.metrics = metrics
         self.logger = logger
         self.reportError = reportError
+    }
+
+    /// Where replies go; set before messages arrive.
+    func setOutbound(_ outbound: (any PeerOutbound)?) {
+        outboundBox.withLockedValue { $0 = outbound }
     }
 
     /// Accepts a message from a connection.
@@ -98,7 +154,11 @@ final class MessageDispatcher: InboundMessageSink {
             queue.waiting = nil
             return (true, (waiting, queue.takeRound()))
         }
-        if queued { metrics.receiveQueueBytes.increment(by: Double(PeerConnectionHandler.cost(of: envelope))) }
+        if queued {
+            metrics.receiveQueueBytes.increment(by: Double(PeerConnectionHandler.cost(of: envelope)))
+        } else {
+            connection.inboundDropped(envelope)
+        }
         if let (waiting, batch) = wake { waiting.resume(returning: batch) }
     }
 
@@ -114,17 +174,63 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// Handles queued messages until ``finish()``.
     func run() async {
+        let outbound = outboundBox.withLockedValue { $0 }
         while true {
             let batch = await nextRound()
             if batch.isEmpty { return }
             for message in batch {
-                await handle(message)
-                let cost = PeerConnectionHandler.cost(of: message.envelope)
-                metrics.receiveQueueBytes.decrement(by: Double(cost))
-                message.connection.inboundHandled(cost)
-                unfinished.subtract(1, ordering: .releasing)
+                switch outbound?.outboxState(of: message.sender.id) ?? .room {
+                case .room:
+                    await handle(message, outbound: outbound)
+                case .full:
+                    // Not now: the peer is not reading what we made for it already. Its turn
+                    // comes back when its outbox drains (``outboxHasRoom()``).
+                    let parked = queue.withLockedValue { queue -> Bool in
+                        guard !queue.finished else { return false }
+                        queue.park(message)
+                        return true
+                    }
+                    if parked { continue }
+                    await handle(message, outbound: outbound)
+                case .disconnected:
+                    if message.envelope.id != nil {
+                        logger.debug("Dropped a \(LogSafe.text(message.envelope.type, maximumBytes: 80)) request from \(message.sender), which disconnected before it was handled.")
+                    } else {
+                        await handle(message, outbound: outbound)
+                    }
+                }
+                credit(message)
             }
         }
+    }
+
+    /// A message left the queue (handled or dropped): its bytes count no longer.
+    private func credit(_ message: Inbound) {
+        let cost = PeerConnectionHandler.cost(of: message.envelope)
+        metrics.receiveQueueBytes.decrement(by: Double(cost))
+        message.connection.inboundHandled(cost)
+        unfinished.subtract(1, ordering: .releasing)
+    }
+
+    /// Some peer's outbox drained below its limit: parked peers get turns again.
+    func outboxHasRoom() {
+        let wake = queue.withLockedValue { queue -> (CheckedContinuation<[Inbound], Never>, [Inbound])? in
+            guard !queue.parked.isEmpty else { return nil }
+            queue.unparkAll()
+            guard let waiting = queue.waiting, !queue.isEmpty else { return nil }
+            queue.waiting = nil
+            return (waiting, queue.takeRound())
+        }
+        if let (waiting, batch) = wake { waiting.resume(returning: batch) }
+    }
+
+    /// `peer` disconnected: its queued requests are dropped (nobody can receive their replies),
+    /// except those that came on `current`, a connection it has again already.
+    func peerDisconnected(_ peerID: String, current: PeerConnection?) {
+        let dropped = queue.withLockedValue { $0.removeRequests(of: peerID, notOn: current) }
+        guard !dropped.isEmpty else { return }
+        logger.debug("Dropped \(dropped.count) requests from peer \(LogSafe.text(peerID, maximumBytes: 80)), which disconnected before they were handled.")
+        for message in dropped { credit(message) }
     }
 
     /// The next round of queued messages, waiting for one when there is none; empty once finished.
@@ -145,20 +251,20 @@ final class MessageDispatcher: InboundMessageSink {
         }
     }
 
-    private func handle(_ message: Inbound) async {
+    private func handle(_ message: Inbound, outbound: (any PeerOutbound)?) async {
         let envelope = message.envelope
         if let group = envelope.group, !groups.isMember(group) {
             // Sent to a group this side has left (the sender had not heard yet): not delivered.
             logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) message from \(message.sender) to group \"\(LogSafe.text(group, maximumBytes: 80))\", which this transceiver is not in.")
             if let id = envelope.id {
-                replyWithError("This peer is not in group \"\(LogSafe.text(group, maximumBytes: 80))\".", to: id, on: message.connection)
+                replyWithError("This peer is not in group \"\(LogSafe.text(group, maximumBytes: 80))\".", to: id, of: message, outbound: outbound)
             }
             return
         }
         guard let handler = registry.handler(for: envelope.type) else {
             let error = PeerKitError.noHandler(type: envelope.type)
             if let id = envelope.id {
-                replyWithError(error.description, to: id, on: message.connection)
+                replyWithError(error.description, to: id, of: message, outbound: outbound)
             } else {
                 logger.warning("Dropped a message from \(message.sender): \(error)")
             }
@@ -168,11 +274,11 @@ final class MessageDispatcher: InboundMessageSink {
             let reply = try await handler.handle(envelope, message.sender)
             if let reply, let id = envelope.id {
                 metrics.usedType(reply.type).sent(payloadBytes: reply.payload.readableBytes)
-                message.connection.send(reply.frame(replyTo: id))
+                send(reply.frame(replyTo: id), answering: message, outbound: outbound)
             }
         } catch let error as PeerKitError {
             if let id = envelope.id {
-                replyWithError(error.description, to: id, on: message.connection)
+                replyWithError(error.description, to: id, of: message, outbound: outbound)
             } else {
                 logger.warning("A message from \(message.sender) was not handled: \(error)")
                 reportError(error)
@@ -180,14 +286,22 @@ final class MessageDispatcher: InboundMessageSink {
         } catch {
             // The handler itself threw: tell the requester why.
             if let id = envelope.id {
-                replyWithError("\(error)", to: id, on: message.connection)
+                replyWithError("\(error)", to: id, of: message, outbound: outbound)
             } else {
                 logger.warning("The \(LogSafe.text(envelope.type, maximumBytes: 80)) handler failed: \(error)")
             }
         }
     }
 
-    private func replyWithError(_ reason: String, to id: String, on connection: PeerConnection) {
-        connection.send(ConnectionStateMachine.ControlFrame.error(reason: reason, replyTo: id).encode())
+    private func replyWithError(_ reason: String, to id: String, of message: Inbound, outbound: (any PeerOutbound)?) {
+        send(ConnectionStateMachine.ControlFrame.error(reason: reason, replyTo: id).encode(), answering: message, outbound: outbound)
+    }
+
+    /// Sends an answer to the peer that asked, on whichever connection is its own now.
+    private func send(_ frame: ByteBuffer, answering message: Inbound, outbound: (any PeerOutbound)?) {
+        let sent = outbound?.sendWithoutWaiting(frame, to: message.sender.id) ?? message.connection.send(frame)
+        if !sent {
+            logger.debug("Dropped the answer to a \(LogSafe.text(message.envelope.type, maximumBytes: 80)) request from \(message.sender), which disconnected before it was answered.")
+        }
     }
 }

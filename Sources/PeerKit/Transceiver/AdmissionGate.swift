@@ -32,7 +32,10 @@ final class AdmissionGate: Sendable {
         guard let admission else { return false }
         let id = ObjectIdentifier(connection)
         held.withLockedValue { $0[id] = .some([]) }
-        connection.channel.closeFuture.whenComplete { _ in self.held.withLockedValue { $0[id] = nil } }
+        connection.channel.closeFuture.whenComplete { _ in
+            let dropped = self.held.withLockedValue { $0.removeValue(forKey: id) ?? nil } ?? []
+            for envelope in dropped { connection.inboundDropped(envelope) }
+        }
         let timeout = timeout
         // The hook's time starts now, not when the task below starts.
         let sleep = clock.sleep(untilOffset: clock.offset + .nanoseconds(timeout.nanoseconds))
@@ -54,10 +57,14 @@ final class AdmissionGate: Sendable {
                 }
                 if verdict == true {
                     // A connection that closed while the hook decided was already reported closed.
-                    guard connection.channel.isActive else { return }
+                    guard connection.channel.isActive else {
+                        for envelope in messages { connection.inboundDropped(envelope) }
+                        return
+                    }
                     admitted()
                     for envelope in messages { deliver(envelope) }
                 } else {
+                    for envelope in messages { connection.inboundDropped(envelope) }
                     // Reported (and logged once per episode) when the connection has closed.
                     let error = PeerKitError.admissionRefused(peer: peer.description)
                     connection.requestClose(.refused(error, notice: "Closing the connection: " + Self.refusedReason + "."))
@@ -71,14 +78,15 @@ final class AdmissionGate: Sendable {
     /// refused (it is closing), and returns false when neither: deliver it.
     func hold(_ envelope: Envelope, on connection: PeerConnection) -> Bool {
         guard admission != nil else { return false }
-        return held.withLockedValue { held in
+        let outcome = held.withLockedValue { held -> (held: Bool, dropped: Bool) in
             let id = ObjectIdentifier(connection)
-            guard let entry = held[id] else { return false }
-            if var messages = entry {
-                messages.append(envelope)
-                held[id] = .some(messages)
-            }
-            return true
+            guard let entry = held[id] else { return (false, false) }
+            guard var messages = entry else { return (true, true) }
+            messages.append(envelope)
+            held[id] = .some(messages)
+            return (true, false)
         }
+        if outcome.dropped { connection.inboundDropped(envelope) }
+        return outcome.held
     }
 }

@@ -86,7 +86,7 @@ extension PeerTransceiver {
         try groupDirectory.validate(group)
         let session = try runningSession()
         let message = try MessageCodec.encode(payload)
-        let members = groupDirectory.memberIDs(of: group).compactMap { session.manager.connection(to: $0)?.peer }
+        let members = groupDirectory.memberIDs(of: group).compactMap { session.manager.connectedPeer($0) }
         let expectedType = peerMessageType(of: R.self)
         let replies = try await withThrowingTaskGroup(of: GroupReply<R>.self) { tasks in
             for peer in members {
@@ -111,14 +111,13 @@ extension PeerTransceiver {
         try groupDirectory.validate(group)
         let session = try runningSession()
         let members = groupDirectory.memberIDs(of: group)
-        let targets = members.compactMap { id in session.manager.connection(to: id).flatMap { connection in connection.peer.map { ($0, connection) } } }
+        let targets = members.compactMap { session.manager.connectedPeer($0) }
         guard !targets.isEmpty else { return [] }
         let frame = message.frame(group: group)
-        for (_, connection) in targets {
-            try await connection.waitUntilWritable()
-            connection.send(frame)
+        for peer in targets {
+            try await session.manager.send(frame, to: peer)
         }
-        return targets.map(\.0).sorted { ($0.name, $0.id) < ($1.name, $1.id) }
+        return targets.sorted { ($0.name, $0.id) < ($1.name, $1.id) }
     }
 }
 

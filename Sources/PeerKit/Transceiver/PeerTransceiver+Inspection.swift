@@ -38,17 +38,13 @@ extension PeerTransceiver {
     public func send(_ message: RawPeerMessage, to peers: [Peer]) async throws {
         let session = try runningSession()
         let encoded = try Self.encode(message)
-        var connections: [PeerConnection] = []
-        for peer in peers {
-            guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
-                throw PeerKitError.peerNotConnected(peer: peer.name)
-            }
-            connections.append(connection)
+        for peer in peers where !session.manager.isConnected(peer.id) {
+            throw PeerKitError.peerNotConnected(peer: peer.name)
         }
         let counters = metrics.usedType(encoded.type)
-        for connection in connections {
-            try await connection.waitUntilWritable()
-            connection.send(encoded.frame())
+        let frame = encoded.frame()
+        for peer in peers {
+            try await session.manager.send(frame, to: peer)
             counters.sent(payloadBytes: encoded.payload.readableBytes)
         }
     }

@@ -70,32 +70,28 @@ extension PeerTransceiver {
 
     /// Sends `payload` to each of `peers`.
     ///
-    /// Nothing is sent unless every peer is connected. Returns once the payload is queued on
-    /// every connection; when a connection's socket buffer is full it first waits for it to
-    /// drain, so a loop of sends is paced by the slowest receiver. A peer that is switching to
-    /// the connection that won a tie-break (both peers dialled each other) is waited for, at most
-    /// ``PeerConfiguration/handshakeTimeout``.
+    /// Nothing is sent unless every peer is connected. Returns once the payload is queued for
+    /// every peer, in order after what was sent to it before: per peer, messages arrive in the
+    /// order sent and at most once, whichever connection carries them (a peer that is switching
+    /// to the connection that won a tie-break, because both peers dialled each other, gets it on
+    /// the winner). When a peer's outbox is over its high-water mark the call first waits for the
+    /// peer to read, so a loop of sends is paced by the slowest receiver; a peer that reads
+    /// nothing for ``PeerConfiguration/slowPeerGracePeriod`` is disconnected as too slow.
     /// - Throws: ``PeerKitError/peerNotConnected(peer:)``, ``PeerKitError/encodingFailed(type:reason:)``,
-    ///   ``PeerKitError/notRunning``, or why a connection ended while waiting for it to drain
-    ///   (``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)`` for a peer that does not read).
-    ///   For a peer whose last connection ended badly (recently), that reason, not
+    ///   ``PeerKitError/notRunning``, ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``
+    ///   for a peer that does not read, or why a peer's connection ended while waiting. For a
+    ///   peer whose last connection ended badly (recently), that reason, not
     ///   ``PeerKitError/peerNotConnected(peer:)``.
     public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
         let session = try runningSession()
-        var connections: [PeerConnection] = []
-        for peer in peers {
-            // A peer switching to the connection that won a tie-break is waited for, briefly.
-            guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
-                throw session.manager.recentFailure(of: peer.id) ?? PeerKitError.peerNotConnected(peer: peer.name)
-            }
-            connections.append(connection)
+        for peer in peers where !session.manager.isConnected(peer.id) {
+            throw session.manager.recentFailure(of: peer.id) ?? PeerKitError.peerNotConnected(peer: peer.name)
         }
         let message = try MessageCodec.encode(payload)
         let frame = message.frame()
         let counters = metrics.usedType(message.type)
-        for connection in connections {
-            try await connection.waitUntilWritable()
-            connection.send(frame)
+        for peer in peers {
+            try await session.manager.send(frame, to: peer)
             counters.sent(payloadBytes: message.payload.readableBytes)
         }
     }

@@ -40,7 +40,7 @@ extension PeerTransceiver {
     ///   other errors ``request(_:to:expecting:timeout:)`` lists.
     func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
         let session = try runningSession()
-        guard let connection = await session.manager.connectionAfterSwitch(to: peer.id) else {
+        guard session.manager.isConnected(peer.id) else {
             throw PeerKitError.peerNotConnected(peer: peer.name)
         }
         // A request from a task cancelled already is not sent.
@@ -50,12 +50,14 @@ extension PeerTransceiver {
         pending.register(id: id, peerID: peer.id)
         defer { pending.remove(id: id) }
         let metrics = metrics
-        let timer = clock.schedule(on: connection.channel.eventLoop, in: timeout) {
+        let timer = clock.schedule(on: session.manager.connection(to: peer.id)?.channel.eventLoop ?? session.manager.timerLoop, in: timeout) {
             pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
         }
         pending.setTimeout(id: id, timer)
         let started = ContinuousClock.now
-        connection.send(message.frame(id: id, group: group))
+        // To the peer, on whichever connection is its own: queued at once unless its outbox is
+        // over its high-water mark (then this waits, within the request's own timeout too).
+        try await session.manager.send(message.frame(id: id, group: group), to: peer)
         metrics.usedType(message.type).sent(payloadBytes: message.payload.readableBytes)
         let reply: Envelope
         do {

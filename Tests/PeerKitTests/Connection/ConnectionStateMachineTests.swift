@@ -227,6 +227,19 @@ struct ConnectionStateMachineTests {
         #expect(machine.channelClosed() == .none)
     }
 
+    @Test("a retired duplicate closes its socket when the peer's own bye arrives: nothing more can come on it")
+    func retiredDuplicateClosesOnBye() throws {
+        var machine = try established()
+        _ = machine.closeRequested(.duplicate)
+        let late = try envelope(#"{"type":"Note","payload":{}}"#)
+        #expect(machine.frameReceived(late, now: start) == .deliver(late))
+        let bye = try envelope(#"{"type":"peerkit.bye","payload":{"reason":"duplicate connection"}}"#)
+        #expect(machine.frameReceived(bye, now: start) == .finishClosing)
+        // After it, nothing more is delivered, and the close is not reported again.
+        #expect(machine.frameReceived(late, now: start) == .none)
+        #expect(machine.channelClosed() == .none)
+    }
+
     @Test("every way a connection ends is reported exactly once")
     func reportedOnce() throws {
         var lost = try established()

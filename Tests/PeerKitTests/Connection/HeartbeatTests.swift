@@ -1,4 +1,4 @@
-import PeerKit
+@testable import PeerKit
 import PeerKitTesting
 import Testing
 
@@ -79,8 +79,8 @@ struct HeartbeatTests {
         await network.shutdown()
     }
 
-    @Test("a slow reader is disconnected as too slow after the grace period, and send to it throws peerTooSlow")
-    func slowReader() async throws {
+    @Test("a broadcast to a peer whose outbox is full disconnects it as too slow at once, and never queues past the limit")
+    func slowReaderOfBroadcasts() async throws {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice") {
             $0.maximumQueuedOutboundBytes = 1 << 20
@@ -92,12 +92,13 @@ struct HeartbeatTests {
 
         network.stopReading(bob, from: alice)
         let chunk = Chunk(bytes: String(repeating: "x", count: 64 * 1024))
-        for _ in 0..<40 { alice.broadcast(chunk) }
-        await network.settle()
-        await network.advance(by: .milliseconds(1750))
-        #expect(alice.connectedPeers.map(\.name) == ["bob"], "within the 2 s grace period")
-
-        await network.advance(by: .milliseconds(500))
+        var mostQueued = 0
+        for _ in 0..<40 {
+            alice.broadcast(chunk)
+            mostQueued = max(mostQueued, alice.session?.manager.connection(to: bob.peerID)?.queuedOutboundBytes ?? 0)
+        }
+        // Within the limit plus one frame, at every moment: the broadcasts past it were not queued.
+        #expect(mostQueued <= (1 << 20) + 64 * 1024 + 256, "queued \(mostQueued) bytes")
         let event = try await events.waitFor("bob disconnected as too slow") {
             if case .peerDisconnected = $0 { true } else { false }
         }
@@ -105,8 +106,44 @@ struct HeartbeatTests {
             Issue.record("expected peerTooSlow, got \(event)")
             return
         }
-        let bobPeer = Peer(id: bob.peerID, name: "bob", isConnected: false)
-        await #expect(throws: PeerKitError.self) { try await alice.send(chunk, to: [bobPeer]) }
+        await network.shutdown()
+    }
+
+    @Test("a send to a peer that does not read waits for the grace period, then throws peerTooSlow and the peer is disconnected")
+    func slowReaderOfSends() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice") {
+            $0.slowPeerGracePeriod = .seconds(2)
+        }
+        let bob = try await network.startTransceiver(named: "bob")
+        try await network.waitUntilConnected(alice, bob)
+        let events = EventRecorder(alice, on: network)
+        let bobPeer = try #require(alice.connectedPeers.first)
+
+        network.stopReading(bob, from: alice)
+        let chunk = Chunk(bytes: String(repeating: "x", count: 64 * 1024))
+        let sending = Task {
+            // Paced: the sends queue up to the outbox's high-water mark (1 MiB), then one waits.
+            for _ in 0..<40 { try await alice.send(chunk, to: [bobPeer]) }
+        }
+        try await network.eventually("a send waits for bob to read") {
+            (alice.session?.manager.connection(to: bob.peerID)?.queuedOutboundBytes ?? 0) > 1 << 20
+        }
+        await network.advance(by: .milliseconds(1750))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "within the 2 s grace period")
+        await network.advance(by: .milliseconds(500))
+        let result = await sending.result
+        guard case let .failure(error as PeerKitError) = result, error.code == .peerTooSlow else {
+            Issue.record("the send ended with \(result)")
+            return
+        }
+        let event = try await events.waitFor("bob disconnected as too slow") {
+            if case .peerDisconnected = $0 { true } else { false }
+        }
+        guard case let .peerDisconnected(_, reason?) = event, reason.code == .peerTooSlow else {
+            Issue.record("expected peerTooSlow, got \(event)")
+            return
+        }
         await network.shutdown()
     }
 }
