@@ -1,0 +1,94 @@
+import Foundation
+import ListrKit
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `listrd` and a peer that asks for dumps as fast as it can and never reads the answers
+/// (issue 29): what listrd queues for it stays within PeerKit's outbound limit
+/// (``PeerConfiguration/maximumQueuedOutboundBytes``, 32 MiB) plus one frame, at every moment,
+/// because listrd stops running that peer's handlers (and so reading its requests) while its
+/// outbox is full. Before, listrd queued 935 MB of answers in the 10 s grace period.
+@Suite("listrd and a peer that never reads its answers")
+struct ListrOutboundBoundAdversarialTests {
+    /// PeerKit's outbound limit per peer.
+    static let outboundLimit = 32 * 1024 * 1024
+    /// What listrd may grow by on top of it: one answer in flight, the inbound queue (4 MiB),
+    /// allocator slack.
+    static let slack = 32 * 1024 * 1024
+
+    @Test("a peer requesting dumps as fast as it can and never reading grows listrd by at most the outbound limit plus 32 MiB, and another client is answered within 1 s")
+    func neverReadingRequester() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "notice", "--insecure"])
+        // A dump answer of about 250 KB: 1,000 items of about 200 bytes.
+        let items = (1...1000).map { Item(title: "\($0) " + String(repeating: "t", count: 200)) }
+        let plist = try world.write(try ItemPropertyList.encode(items), to: "items.plist")
+        let replaced = try await world.ctl(["store", "replace", plist, "--connect", "127.0.0.1:\(port)", "--insecure"])
+        #expect(replaced.exit == .status(0), "\(replaced)")
+        let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
+        let serviceType = world.serviceType
+
+        // The attacker: dump requests in batches, as fast as listrd reads them; it reads nothing.
+        let attacker = try await blocking {
+            let socket = try RawSocket.connect(port: port)
+            socket.sayHello(serviceType: serviceType, name: "never reads")
+            return socket
+        }
+        defer { attacker.close() }
+        let written = Counter()
+        let stop = Flag()
+        let attack = Task {
+            try await blocking { () -> Int in
+                var batch: [UInt8] = []
+                for request in 0..<100 {
+                    batch += RawSocket.frame(#"{"type":"DumpDatabaseCommand","id":"dump-\#(request)","payload":{}}"#)
+                }
+                attacker.setTimeout(seconds: 1)
+                // Writes block once listrd stops reading; the timeout lets the loop see `stop`.
+                while !stop.isSet {
+                    if attacker.write(batch) { written.add(100) }
+                }
+                return written.value
+            }
+        }
+
+        // Meanwhile another client asks for the list four times a second and times each answer.
+        let until = Date().addingTimeInterval(8)
+        let times = try await blocking { () -> [Double] in
+            let client = try RawSocket.connect(port: port)
+            defer { client.close() }
+            client.setTimeout(seconds: 10)
+            client.sayHello(serviceType: serviceType, name: "patient client")
+            var times: [Double] = []
+            var number = 0
+            while Date() < until {
+                number += 1
+                let id = "list-\(number)"
+                let start = Date()
+                client.write(RawSocket.frame(#"{"type":"ListItemsCommand","id":"\#(id)","payload":{}}"#))
+                var answered = false
+                while let frame = client.readMessage() {
+                    if RawSocket.value(of: "replyTo", in: frame) == id { answered = true; break }
+                }
+                guard answered else { times.append(.infinity); break }
+                times.append(Date().timeIntervalSince(start))
+                usleep(250_000)
+            }
+            return times
+        }
+        let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
+        stop.set()
+        let requests = try await attack.value
+        print("never-reading requester: \(requests) dump requests written; listrd grew by \(peak - baseline) bytes at its peak; other client's slowest answer \(times.max() ?? 0) s of \(times.count)")
+
+        #expect(requests > 100, "the attack did not get going: \(requests) requests written")
+        #expect(peak - baseline <= Self.outboundLimit + Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.outboundLimit + Self.slack)")
+        #expect(!times.isEmpty && times.allSatisfy { $0 < 1 }, "another client's answers took \(times)")
+        // The peer is disconnected as too slow once it stayed over the limit for the grace period.
+        try await daemon.waitFor("the never-reading peer disconnected as too slow", timeout: .seconds(30)) { _, stderr in
+            stderr.contains("over the 33554432-byte limit")
+        }
+    }
+}
