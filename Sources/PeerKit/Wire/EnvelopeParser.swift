@@ -45,46 +45,35 @@ enum EnvelopeParser {
     }
 
     private static func scan(_ reader: JSONReader) throws(JSONSyntaxError) -> Fields {
-        var index = reader.skipWhitespace(from: 0)
+        let index = reader.skipWhitespace(from: 0)
         guard reader.byte(at: index) == UInt8(ascii: "{") else {
             throw JSONSyntaxError(reason: index >= reader.bytes.count ? "the frame is empty" : "the envelope is not a JSON object")
         }
         var fields = Fields()
-        index = reader.skipWhitespace(from: index + 1)
-        if reader.byte(at: index) == UInt8(ascii: "}") {
-            index += 1
-        } else {
-            while true {
-                let nameStart = index
-                let valueStart = reader.skipWhitespace(from: try reader.skipMemberName(at: nameStart))
-                let nameEnd = try reader.stringEnd(at: nameStart)
-                let valueEnd = try reader.skipValue(at: valueStart)
-                func stringValue(_ name: String) throws(JSONSyntaxError) -> String {
-                    guard reader.byte(at: valueStart) == UInt8(ascii: "\"") else {
-                        throw JSONSyntaxError(reason: "the envelope's \"\(name)\" is not a string")
-                    }
-                    return try reader.string(at: valueStart)
+        var members = JSONMemberCursor(objectAt: index, in: reader, truncated: "the envelope ends before its closing brace")
+        while let member = try members.next() {
+            let valueEnd = try reader.skipValue(at: member.value)
+            func stringValue(_ name: String) throws(JSONSyntaxError) -> String {
+                guard reader.byte(at: member.value) == UInt8(ascii: "\"") else {
+                    throw JSONSyntaxError(reason: "the envelope's \"\(name)\" is not a string")
                 }
-                // The first of repeated keys counts, as in JSONDecoder (and PayloadDecoder).
-                if reader.nameMatches(at: nameStart, end: nameEnd, "type") {
-                    if fields.type == nil { fields.type = try stringValue("type") }
-                } else if reader.nameMatches(at: nameStart, end: nameEnd, "id") {
-                    if fields.id == nil { fields.id = try stringValue("id") }
-                } else if reader.nameMatches(at: nameStart, end: nameEnd, "replyTo") {
-                    if fields.replyTo == nil { fields.replyTo = try stringValue("replyTo") }
-                } else if reader.nameMatches(at: nameStart, end: nameEnd, "group") {
-                    if fields.group == nil { fields.group = try stringValue("group") }
-                } else if reader.nameMatches(at: nameStart, end: nameEnd, "payload") {
-                    if fields.payload == nil { fields.payload = valueStart..<valueEnd }
-                }
-                index = reader.skipWhitespace(from: valueEnd)
-                guard let next = reader.byte(at: index) else { throw JSONSyntaxError(reason: "the envelope ends before its closing brace") }
-                guard next == UInt8(ascii: ",") || next == UInt8(ascii: "}") else { throw reader.unexpected(at: index, expecting: "',' or '}'") }
-                index = reader.skipWhitespace(from: index + 1)
-                if next == UInt8(ascii: "}") { break }
+                return try reader.string(at: member.value)
             }
+            // The first of repeated keys counts, as in JSONDecoder (and PayloadDecoder).
+            if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "type") {
+                if fields.type == nil { fields.type = try stringValue("type") }
+            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "id") {
+                if fields.id == nil { fields.id = try stringValue("id") }
+            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "replyTo") {
+                if fields.replyTo == nil { fields.replyTo = try stringValue("replyTo") }
+            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "group") {
+                if fields.group == nil { fields.group = try stringValue("group") }
+            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "payload") {
+                if fields.payload == nil { fields.payload = member.value..<valueEnd }
+            }
+            try members.valueEnds(at: valueEnd)
         }
-        guard reader.skipWhitespace(from: index) == reader.bytes.count else {
+        guard reader.skipWhitespace(from: members.end) == reader.bytes.count else {
             throw JSONSyntaxError(reason: "there are bytes after the envelope object")
         }
         return fields

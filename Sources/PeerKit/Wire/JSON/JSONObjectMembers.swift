@@ -28,17 +28,11 @@ struct JSONObjectMembers {
         self.document = document
         let reader = document.reader
         var members: [Member] = []
-        var index = reader.skipWhitespace(from: offset + 1)
-        if reader.byte(at: index) != UInt8(ascii: "}") {
-            while true {
-                let value = reader.skipWhitespace(from: try reader.skipMemberName(at: index))
-                let nameEnd = try reader.stringEnd(at: index)
-                members.append(Member(nameStart: index, nameEnd: nameEnd, value: value, isPlain: Self.isPlain(reader.bytes, index + 1, nameEnd - 1)))
-                document.count(nameEnd - index)
-                index = reader.skipWhitespace(from: try document.valueEnd(at: value))
-                guard reader.byte(at: index) == UInt8(ascii: ",") else { break }
-                index = reader.skipWhitespace(from: index + 1)
-            }
+        var cursor = JSONMemberCursor(objectAt: offset, in: reader)
+        while let member = try cursor.next() {
+            members.append(Member(nameStart: member.nameStart, nameEnd: member.nameEnd, value: member.value, isPlain: Self.isPlain(reader.bytes, member.nameStart + 1, member.nameEnd - 1)))
+            document.count(member.nameEnd - member.nameStart)
+            try cursor.valueEnds(at: try document.valueEnd(at: member.value))
         }
         self.members = members
         if members.count > Self.linearSearchLimit {

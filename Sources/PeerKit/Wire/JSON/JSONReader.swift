@@ -51,16 +51,11 @@ struct JSONReader {
         case UInt8(ascii: "\""):
             return try stringEnd(at: index)
         case UInt8(ascii: "{"):
-            var index = skipWhitespace(from: index + 1)
-            if byte(at: index) == UInt8(ascii: "}") { return index + 1 }
-            while true {
-                index = try skipWhitespace(from: skipMemberName(at: index))
-                index = skipWhitespace(from: try skipValue(at: index, depth: depth + 1))
-                guard let next = byte(at: index) else { throw JSONSyntaxError(reason: "an object ends before its closing brace") }
-                guard next == UInt8(ascii: ",") || next == UInt8(ascii: "}") else { throw unexpected(at: index, expecting: "',' or '}'") }
-                if next == UInt8(ascii: "}") { return index + 1 }
-                index = skipWhitespace(from: index + 1)
+            var members = JSONMemberCursor(objectAt: index, in: self)
+            while let member = try members.next() {
+                try members.valueEnds(at: try skipValue(at: member.value, depth: depth + 1))
             }
+            return members.end
         case UInt8(ascii: "["):
             var index = skipWhitespace(from: index + 1)
             if byte(at: index) == UInt8(ascii: "]") { return index + 1 }
@@ -79,20 +74,6 @@ struct JSONReader {
         default:
             throw unexpected(at: index, expecting: "a JSON value")
         }
-    }
-
-    /// Skips `"name"` and the ':' after it (with the whitespace between); returns where the value starts.
-    func skipMemberName(at index: Int) throws(JSONSyntaxError) -> Int {
-        guard byte(at: index) == UInt8(ascii: "\"") else {
-            guard byte(at: index) != nil else { throw JSONSyntaxError(reason: "an object ends before its closing brace") }
-            throw unexpected(at: index, expecting: "a member name")
-        }
-        let colon = skipWhitespace(from: try stringEnd(at: index))
-        guard byte(at: colon) == UInt8(ascii: ":") else {
-            guard byte(at: colon) != nil else { throw JSONSyntaxError(reason: "an object ends before its closing brace") }
-            throw unexpected(at: colon, expecting: "':'")
-        }
-        return colon + 1
     }
 
     func literalEnd(at index: Int, _ literal: StaticString) throws(JSONSyntaxError) -> Int {
