@@ -84,9 +84,14 @@ public struct PeerConfiguration: Sendable {
     /// refused with a sentence saying so; the sender's transfer throws
     /// ``PeerKitError/resourceRefused(name:peer:reason:)``.
     public var maximumConcurrentIncomingResources: Int
-    /// How many of those may come from one peer (one connection). Defaults to 2, half of
-    /// ``maximumConcurrentIncomingResources``, so one peer cannot take every slot. Further offers
-    /// from it are refused with a sentence saying so.
+    /// How many of those may come from one peer. Defaults to 2, half of
+    /// ``maximumConcurrentIncomingResources``, so one peer cannot take every slot. A peer is
+    /// counted by what it cannot choose, because a peer ID is anyone's to claim in plaintext or
+    /// with a shared key: in certificates mode its certificate, over all its connections;
+    /// otherwise its connection. And whatever this is set to, one address (an IPv6 address by
+    /// its /64 prefix) never holds every slot: all its connections together hold at most one
+    /// fewer than ``maximumConcurrentIncomingResources``. Further offers are refused with a
+    /// sentence saying which limit they met.
     public var maximumConcurrentIncomingResourcesPerPeer: Int
     /// The largest resource accepted, in bytes, when its sender announces its size; a resource of
     /// unannounced size is stopped when it goes over. Defaults to 16 GiB: a bound on the disk a
@@ -106,10 +111,27 @@ public struct PeerConfiguration: Sendable {
     /// How many connections may be open at once, handshaking or established. Defaults to 512.
     /// Further incoming connections are closed at once, with one log line per episode.
     public var maximumConnections: Int
-    /// How many incoming connections may be in their handshake at once. Defaults to 64, so
-    /// strangers that connect and say nothing cannot crowd out real peers for longer than
-    /// ``handshakeTimeout``.
+    /// How many incoming connections may be in their handshake at once. Defaults to 64. When all
+    /// are taken, a new connection is not refused: the oldest pending handshake of the address
+    /// with the most pending ones is closed to make room for it (one log line per episode), so
+    /// strangers that connect and say nothing cannot lock real peers out (see
+    /// ``maximumPendingHandshakesPerAddress``).
     public var maximumPendingHandshakes: Int
+    /// How many incoming connections from one address (an IPv6 address counts by its /64 prefix)
+    /// may be in their handshake at once. Defaults to 8: a peer has one connection in its
+    /// handshake to us at a time (two when both dial at once), so 8 leaves room for several
+    /// programs behind one address, while a stranger with one address holds at most 8 of the
+    /// ``maximumPendingHandshakes`` slots, and can never be the reason a client from another
+    /// address is evicted. Further connections from that address are closed at once, with one
+    /// log line per episode.
+    public var maximumPendingHandshakesPerAddress: Int
+    /// How long an incoming connection may take to send its first bytes, which tell TLS from
+    /// plaintext; after them ``handshakeTimeout`` applies. Defaults to 2 s: a client sends its
+    /// first bytes (a TLS ClientHello or its hello) as soon as it is connected, so they arrive one
+    /// round trip after the connection was accepted; 2 s is twenty times a slow Wi-Fi round trip
+    /// and leaves room for a client on a loaded machine, while a stranger that connects and says
+    /// nothing holds a handshake slot for 2 s instead of the 5 s of the handshake.
+    public var preHandshakeTimeout: Duration
     /// How long a connection may be silent before it is pinged. Defaults to 1.25 s, half the
     /// ``peerTimeout``: an idle link then carries one ping and one pong every 1.25 s, and a pong
     /// has 1.25 s to come back before the peer counts as gone. Anything the peer sends counts, and
@@ -188,6 +210,8 @@ public struct PeerConfiguration: Sendable {
         self.maximumIncomingResourceBytes = 16 * 1024 * 1024 * 1024
         self.maximumConnections = 512
         self.maximumPendingHandshakes = 64
+        self.maximumPendingHandshakesPerAddress = 8
+        self.preHandshakeTimeout = .seconds(2)
         self.heartbeatInterval = .milliseconds(1250)
         self.peerTimeout = .milliseconds(2500)
         self.handshakeTimeout = .seconds(5)
@@ -226,6 +250,7 @@ public struct PeerConfiguration: Sendable {
             ("maximumFrameLength", maximumFrameLength), ("maximumHandshakeFrameLength", maximumHandshakeFrameLength),
             ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
             ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
+            ("maximumPendingHandshakesPerAddress", maximumPendingHandshakesPerAddress),
             ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),
             ("resourceChunkLength", resourceChunkLength), ("resourceWindowBytes", resourceWindowBytes),
             ("maximumConcurrentIncomingResources", maximumConcurrentIncomingResources),
@@ -236,6 +261,9 @@ public struct PeerConfiguration: Sendable {
         }
         if maximumFrameLength > Int(UInt32.max) {
             throw PeerKitError.invalidConfiguration(property: "maximumFrameLength", reason: "it is \(maximumFrameLength), over the \(UInt32.max) bytes a frame's length field can express")
+        }
+        if preHandshakeTimeout <= .zero {
+            throw PeerKitError.invalidConfiguration(property: "preHandshakeTimeout", reason: "it is \(preHandshakeTimeout), and it must be longer than zero")
         }
         if resourceStallTimeout <= .zero {
             throw PeerKitError.invalidConfiguration(property: "resourceStallTimeout", reason: "it is \(resourceStallTimeout), and it must be longer than zero")

@@ -5,9 +5,11 @@ import NIOCore
 /// its limit, then the connection handler.
 enum PeerPipeline {
     /// Adds the security handlers, the frame decoder (whose limit follows `limit`) and `handler`
-    /// to `channel`. Call on the channel's event loop.
-    static func configure(_ channel: any Channel, security: WireSecurity = .plaintext, inbound: Bool = true, limit: FrameLengthLimit, handler: some ChannelHandler) throws {
-        try security.addHandlers(to: channel, inbound: inbound)
+    /// to `channel`. Call on the channel's event loop. `firstBytesTimeout`: how long the peer may
+    /// take to send its first bytes, before the handshake proper (nil: only the handshake timeout
+    /// applies); accepted connections have one (``PeerConfiguration/preHandshakeTimeout``).
+    static func configure(_ channel: any Channel, security: WireSecurity = .plaintext, inbound: Bool = true, firstBytesTimeout: (timeout: TimeAmount, clock: PeerClock)? = nil, limit: FrameLengthLimit, handler: some ChannelHandler) throws {
+        try security.addHandlers(to: channel, inbound: inbound, firstBytesTimeout: firstBytesTimeout)
         let decoder = ByteToMessageHandler(FrameDecoder(limit: limit))
         try channel.pipeline.syncOperations.addHandler(decoder)
         try channel.pipeline.syncOperations.addHandler(handler)

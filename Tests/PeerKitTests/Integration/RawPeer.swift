@@ -20,16 +20,19 @@ final class RawPeer {
         func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
     }
 
-    /// Connects to `endpoint`; received frames are split at their length fields (NIOExtras).
-    init(connectingTo endpoint: PeerEndpoint) async throws {
+    /// Connects to `endpoint` (from the local address `source`, such as 127.0.0.2, when given);
+    /// received frames are split at their length fields (NIOExtras).
+    init(connectingTo endpoint: PeerEndpoint, from source: String? = nil) async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
-        channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
                     try channel.pipeline.syncOperations.addHandler(Collector(continuation))
                 }
             }
+        if let source { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: source, port: 0)) }
+        channel = try await bootstrap
             .connect(host: endpoint.host, port: endpoint.port)
             .get()
         frames = stream.makeAsyncIterator()

@@ -15,6 +15,10 @@ final class ResourceTransfers: ResourceFrameSink {
         var window: Int
         var maximumConcurrentIncoming: Int
         var maximumConcurrentIncomingPerConnection: Int
+        /// What one address may hold: never every slot (one fewer, when there are 2 or more).
+        var maximumConcurrentIncomingPerAddress: Int {
+            max(1, maximumConcurrentIncoming - 1)
+        }
         var maximumIncomingBytes: Int64
         /// The receiver's frame limit: a chunk's frame must fit.
         var maximumFrameLength: Int
@@ -39,6 +43,8 @@ final class ResourceTransfers: ResourceFrameSink {
         var nextTransfer: UInt32 = 1
         var outgoing: [Key: OutgoingResource] = [:]
         var incoming: [Key: IncomingResource] = [:]
+        /// Who sends each incoming transfer (see ``ResourceTransfers/sender(of:)``).
+        var senders: [Key: Sender] = [:]
         /// The stall check of each transfer, cancelled when it ends.
         var stallChecks: [StallCheckKey: PeerTimer] = [:]
         /// Connections whose close is watched (to fail their transfers).
@@ -57,6 +63,24 @@ final class ResourceTransfers: ResourceFrameSink {
         self.limits = limits
         self.clock = clock
         self.logger = logger
+    }
+
+    /// Who sends an incoming transfer, as the limits count it: by what the peer cannot choose,
+    /// since a peer ID is anyone's to claim in plaintext or with a shared key.
+    struct Sender: Equatable, Sendable {
+        /// In certificates mode its verified fingerprint (every connection with that
+        /// certificate); else its connection (two connections claiming two IDs are two senders,
+        /// but see `address`).
+        var identity: String
+        /// Its address (an IPv6 address by its /64 prefix); nil for a connection without one (a
+        /// test transport's).
+        var address: String?
+    }
+
+    /// Who sends on `connection`.
+    static func sender(of connection: PeerConnection) -> Sender {
+        let identity = connection.peer?.fingerprint.map { "certificate " + $0 } ?? "connection \(ObjectIdentifier(connection))"
+        return Sender(identity: identity, address: HandshakeSlots<ObjectIdentifier, Void>.source(of: connection.channel.remoteAddress))
     }
 
     /// The chunk length a receiver announces: the configured one, and never more than a frame holds.
@@ -174,22 +198,31 @@ final class ResourceTransfers: ResourceFrameSink {
         if let size = offer.size, size > limits.maximumIncomingBytes {
             return refuse("it is \(size) bytes, over this peer's limit of \(limits.maximumIncomingBytes) bytes (PeerConfiguration.maximumIncomingResourceBytes)")
         }
-        enum Decision { case accept(IncomingResource), duplicate, busy(Int), busyFromPeer(Int), stopped }
+        enum Decision { case accept(IncomingResource), duplicate, busy(Int), busyFromPeer(Int), busyFromAddress(Int), stopped }
         let window = limits.window
+        let sender = Self.sender(of: connection)
         let decision = state.withLockedValue { state -> Decision in
             guard !state.stopped else { return .stopped }
             guard state.incoming[key] == nil else { return .duplicate }
             guard state.incoming.count < limits.maximumConcurrentIncoming else { return .busy(state.incoming.count) }
-            let fromPeer = state.incoming.keys.count { $0.connection == key.connection }
-            guard fromPeer < limits.maximumConcurrentIncomingPerConnection else { return .busyFromPeer(fromPeer) }
+            // Counted by what the sender cannot choose: its certificate, else its connection;
+            // and by its address, which never holds every slot.
+            let fromSender = state.senders.values.count { $0.identity == sender.identity }
+            guard fromSender < limits.maximumConcurrentIncomingPerConnection else { return .busyFromPeer(fromSender) }
+            if let address = sender.address {
+                let fromAddress = state.senders.values.count { $0.address == address }
+                guard fromAddress < limits.maximumConcurrentIncomingPerAddress else { return .busyFromAddress(fromAddress) }
+            }
             let resource = IncomingResource(name: offer.name, sender: peer, size: offer.size, transfer: offer.transfer, connection: connection, window: window, chunkLength: acceptedChunkLength, clock: clock) { [weak self] in
                 let check = self?.state.withLockedValue { state -> PeerTimer? in
                     state.incoming.removeValue(forKey: key)
+                    state.senders.removeValue(forKey: key)
                     return state.stallChecks.removeValue(forKey: StallCheckKey(key: key, incoming: true))
                 }
                 check?.cancel()
             }
             state.incoming[key] = resource
+            state.senders[key] = sender
             return .accept(resource)
         }
         switch decision {
@@ -201,6 +234,8 @@ final class ResourceTransfers: ResourceFrameSink {
             refuse("it is already receiving \(count) resources, its limit (PeerConfiguration.maximumConcurrentIncomingResources)")
         case let .busyFromPeer(count):
             refuse("it is already receiving \(count) resources from this peer, its limit per peer (PeerConfiguration.maximumConcurrentIncomingResourcesPerPeer)")
+        case let .busyFromAddress(count):
+            refuse("it is already receiving \(count) resources from this peer's address, its limit per address (one less than PeerConfiguration.maximumConcurrentIncomingResources, so that one address never holds every slot)")
         case let .accept(resource):
             watch(connection)
             checkForStall(resource, key: StallCheckKey(key: key, incoming: true), in: limits.stallTimeout)

@@ -8,9 +8,22 @@ import NIOCore
 /// plaintext PeerKit connection starts with a 4-byte frame length, whose first byte is 0x00 for
 /// any frame shorter than 16 MiB. A plaintext frame length of 352 MiB or more would look like TLS;
 /// PeerKit refuses such frames anyway unless ``PeerConfiguration/maximumFrameLength`` allows them.
+///
+/// On an accepted connection it also bounds how long the peer may take to send those first bytes
+/// (``PeerConfiguration/preHandshakeTimeout``): a connection that says nothing is closed then,
+/// freeing its handshake slot, instead of after the whole handshake timeout.
 final class SecurityModeSniffer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+
+    /// Nothing arrived within the pre-handshake timeout.
+    struct SilentPeer: Error, CustomStringConvertible {
+        var timeout: TimeAmount
+
+        var description: String {
+            "it sent nothing within \(Double(timeout.nanoseconds) / 1e9) s of connecting (PeerConfiguration.preHandshakeTimeout)"
+        }
+    }
 
     /// The sentence a TLS server sends, in plaintext, to a plaintext PeerKit client before closing.
     static let tlsRequiredReason = "this peer requires TLS (its PeerConfiguration.security is not .none)"
@@ -19,11 +32,50 @@ final class SecurityModeSniffer: ChannelInboundHandler, RemovableChannelHandler 
     private let inbound: Bool
     private let security: WireSecurity
     private var decided = false
+    /// How long the first bytes may take, and the clock that times it (nil: no limit).
+    private let firstBytesTimeout: (timeout: TimeAmount, clock: PeerClock)?
+    private var timer: PeerTimer?
 
-    init(expectsTLS: Bool, inbound: Bool, security: WireSecurity) {
+    init(expectsTLS: Bool, inbound: Bool, security: WireSecurity, firstBytesTimeout: (timeout: TimeAmount, clock: PeerClock)? = nil) {
         self.expectsTLS = expectsTLS
         self.inbound = inbound
         self.security = security
+        self.firstBytesTimeout = firstBytesTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startTimer(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        startTimer(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    private func startTimer(context: ChannelHandlerContext) {
+        guard let (timeout, clock) = firstBytesTimeout, timer == nil, !decided else { return }
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        timer = clock.schedule(on: eventLoop, in: .nanoseconds(timeout.nanoseconds)) {
+            eventLoop.execute {
+                let (sniffer, context) = loopBound.value
+                guard !sniffer.decided, context.channel.isActive else { return }
+                sniffer.decided = true
+                context.fireErrorCaught(SilentPeer(timeout: timeout))
+                context.close(promise: nil)
+            }
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -36,6 +88,8 @@ final class SecurityModeSniffer: ChannelInboundHandler, RemovableChannelHandler 
         let second = buffer.getInteger(at: buffer.readerIndex + 1, as: UInt8.self)
         let looksLikeTLS = (first == 0x16 || first == 0x15) && (second == nil || second == 0x03)
         decided = true
+        timer?.cancel()
+        timer = nil
         if looksLikeTLS == expectsTLS {
             context.fireChannelRead(data)
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)

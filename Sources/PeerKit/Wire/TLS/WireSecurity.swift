@@ -133,10 +133,11 @@ final class WireSecurity: Sendable {
     }
 
     /// Adds the handlers that go before framing: the mode sniffer, and with TLS the TLS handler and
-    /// the translator of its errors. Call on the channel's event loop.
-    func addHandlers(to channel: any Channel, inbound: Bool) throws {
+    /// the translator of its errors. Call on the channel's event loop. `firstBytesTimeout` bounds
+    /// how long the peer may take to send its first bytes (see ``SecurityModeSniffer``).
+    func addHandlers(to channel: any Channel, inbound: Bool, firstBytesTimeout: (timeout: TimeAmount, clock: PeerClock)? = nil) throws {
         let operations = channel.pipeline.syncOperations
-        let sniffer = SecurityModeSniffer(expectsTLS: usesTLS, inbound: inbound, security: self)
+        let sniffer = SecurityModeSniffer(expectsTLS: usesTLS, inbound: inbound, security: self, firstBytesTimeout: firstBytesTimeout)
         try operations.addHandler(sniffer)
         var verifier: CertificateVerifier?
         if case let .certificates(_, trust) = security {
