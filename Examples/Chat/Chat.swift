@@ -159,7 +159,7 @@ func handle(_ line: String, transceiver: PeerTransceiver, room: CurrentRoom) asy
         case "/who":
             await who(transceiver)
         case let command? where command.hasPrefix("/"):
-            complain("Unknown command \(line); use /join ROOM, /leave ROOM, /msg NAME TEXT, /who or /quit.")
+            complain("\(line) is not a command this chat knows (or lacks its argument); use /join ROOM, /leave ROOM, /msg NAME TEXT, /who or /quit.")
         case _ where !line.isEmpty:
             guard let current = await room.name else { return complain("Join a room first: /join ROOM.") }
             // A room message goes to the room's members only; we are one, but not sent to ourselves.
