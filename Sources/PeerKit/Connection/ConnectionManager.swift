@@ -478,7 +478,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             record.service = service
             if var plan = record.plan {
                 // A dial is under way: the addresses resolved since join it (Happy Eyeballs).
-                joined = (plan.add(service.endpoints.filter { !own($0) }), record.planGeneration)
+                joined = (plan.add(service.endpoints.filter { !own($0) }, stillResolving: service.isResolving), record.planGeneration)
                 record.plan = plan
             }
             if record.retry != nil {
@@ -578,7 +578,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             record.retry?.cancel()
             record.retry = nil
             record.planGeneration += 1
-            var plan = DialPlan(endpoints: endpoints)
+            var plan = DialPlan(endpoints: endpoints, lingers: record.service.isResolving)
             let actions = plan.start()
             record.plan = plan
             state.services[key] = record

@@ -4,9 +4,11 @@
 /// that discovery reports later join the running dial (§4); the first connection to connect wins
 /// and the attempts still under way are cancelled (§5).
 ///
-/// The dial fails only when every endpoint failed and no attempt was started within the last
-/// ``attemptDelay``: an address that avahi-daemon resolves a moment after the first still joins,
-/// instead of the service being reported unreachable while it can be reached.
+/// While discovery is still resolving the service elsewhere (``lingers``: avahi-daemon resolves
+/// IPv4 and IPv6 one after the other), the dial fails only when every endpoint failed and no
+/// attempt was started within the last ``attemptDelay``, so that an address resolved a moment
+/// after the first still joins instead of the service being reported unreachable while it can be
+/// reached. Otherwise it fails as soon as every endpoint failed.
 ///
 /// A value type without I/O, so it is tested with plain values: the owner performs the returned
 /// ``Action``s (connect, arm the timer, close attempts) and reports back what happened.
@@ -64,10 +66,15 @@ struct DialPlan: Sendable {
     private var timerArmed = false
     /// The endpoint of the last attempt started: endpoints that join later alternate from its family.
     private var lastStarted: PeerEndpoint?
+    /// Whether more endpoints may still arrive (``DiscoveredService/isResolving``): when every
+    /// endpoint failed, the dial then waits for the attempt timer before it fails.
+    private(set) var lingers: Bool
 
-    /// A dial of `endpoints` (in any order; duplicates are ignored). Call ``start()``.
-    init(endpoints: [PeerEndpoint], attemptDelay: Duration = DialPlan.defaultAttemptDelay) {
+    /// A dial of `endpoints` (in any order; duplicates are ignored), waiting briefly for more when
+    /// `lingers` (discovery is still resolving). Call ``start()``.
+    init(endpoints: [PeerEndpoint], lingers: Bool = false, attemptDelay: Duration = DialPlan.defaultAttemptDelay) {
         self.attemptDelay = attemptDelay
+        self.lingers = lingers
         enqueue(endpoints)
     }
 
@@ -96,9 +103,9 @@ struct DialPlan: Sendable {
         failures.append(reason)
         // The next attempt starts at once rather than when the timer fires (RFC 8305 §5).
         if let started = startNext() { return started }
-        // Nothing left to try: wait for the attempts under way, and for addresses that arrive
-        // before the timer fires.
-        return inFlight.isEmpty && !timerArmed ? fail() : []
+        // Nothing left to try: wait for the attempts under way and, while discovery is still
+        // resolving, for addresses that arrive before the timer fires.
+        return inFlight.isEmpty && !(timerArmed && lingers) ? fail() : []
     }
 
     /// The attempt to `endpoint` connected. The first one wins and the others are cancelled; a
@@ -116,13 +123,15 @@ struct DialPlan: Sendable {
     }
 
     /// Discovery reported the service's endpoints again (a second resolution, a new address):
-    /// the new ones join the dial. When no attempt started within the last ``attemptDelay``, the
-    /// first of them starts at once.
-    mutating func add(_ endpoints: [PeerEndpoint]) -> [Action] {
+    /// the new ones join the dial, and `stillResolving` says whether more may follow. When no
+    /// attempt started within the last ``attemptDelay``, the first new one starts at once; when
+    /// none is new, nothing is under way and nothing more is expected, the dial fails.
+    mutating func add(_ endpoints: [PeerEndpoint], stillResolving: Bool = false) -> [Action] {
         guard phase == .running else { return [] }
+        lingers = stillResolving
         enqueue(endpoints)
-        guard !timerArmed else { return [] }
-        return startNext() ?? []
+        if !timerArmed, let started = startNext() { return started }
+        return queue.isEmpty && inFlight.isEmpty && !lingers ? fail() : []
     }
 
     // MARK: - Private

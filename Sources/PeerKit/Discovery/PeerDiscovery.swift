@@ -59,14 +59,20 @@ public struct DiscoveredService: Sendable, Hashable {
     public var endpoints: [PeerEndpoint]
     /// The TXT record as unordered key/value pairs.
     public var txtRecord: [String: String]
+    /// Whether the backend is still resolving the service on another interface or IP version, so
+    /// that more endpoints may follow within moments (Avahi resolves IPv4 and IPv6 separately).
+    /// While it is, a dial whose endpoints all failed waits briefly for them before the service is
+    /// reported unreachable. False when the backend knows every endpoint at once.
+    public var isResolving: Bool
 
     /// A service as a discovery backend reports it.
-    public init(key: String, name: String, peerID: String?, endpoints: [PeerEndpoint], txtRecord: [String: String]) {
+    public init(key: String, name: String, peerID: String?, endpoints: [PeerEndpoint], txtRecord: [String: String], isResolving: Bool = false) {
         self.key = key
         self.name = name
         self.peerID = peerID
         self.endpoints = endpoints
         self.txtRecord = txtRecord
+        self.isResolving = isResolving
     }
 }
 

@@ -53,21 +53,39 @@ struct DialPlanTests {
         _ = plan.timerFired()
         #expect(plan.attemptFailed(v6a, reason: "v6 refused") == [])
         #expect(plan.phase == .running)
+        #expect(plan.attemptFailed(v4a, reason: "v4 refused") == [.failed(["v6 refused", "v4 refused"])])
+        #expect(plan.phase == .failed)
+    }
+
+    @Test("while discovery is still resolving, a dial whose endpoints all failed waits for the attempt delay")
+    func lingersWhileResolving() {
+        var plan = DialPlan(endpoints: [v4a, v6a], lingers: true)
+        _ = plan.start()
+        _ = plan.timerFired()
+        #expect(plan.attemptFailed(v6a, reason: "v6 refused") == [])
         // The second attempt's timer is still armed: a late address could still join.
         #expect(plan.attemptFailed(v4a, reason: "v4 refused") == [])
         #expect(plan.timerFired() == [.failed(["v6 refused", "v4 refused"])])
-        #expect(plan.phase == .failed)
+    }
+
+    @Test("a lingering dial fails at once when discovery says nothing more is coming")
+    func resolutionSettled() {
+        var plan = DialPlan(endpoints: [v4a], lingers: true)
+        _ = plan.start()
+        #expect(plan.attemptFailed(v4a, reason: "refused") == [])
+        #expect(plan.add([v4a], stillResolving: false) == [.failed(["refused"])])
     }
 
     @Test("an address resolved a moment after the first joins the dial instead of the dial failing")
     func lateAddressJoins() {
-        // Avahi resolved the IPv6 address first; it is refused within a millisecond.
-        var plan = DialPlan(endpoints: [v6a])
+        // Avahi resolved the IPv6 address first (the IPv4 one is still being resolved); it is
+        // refused within a millisecond.
+        var plan = DialPlan(endpoints: [v6a], lingers: true)
         _ = plan.start()
         #expect(plan.attemptFailed(v6a, reason: "refused") == [])
         #expect(plan.phase == .running)
         // The IPv4 resolution arrives 30 ms later, before the attempt delay is over.
-        #expect(plan.add([v6a, v4a]) == [])
+        #expect(plan.add([v6a, v4a], stillResolving: false) == [])
         #expect(plan.timerFired() == [.connect(v4a), .armTimer(delay)])
         #expect(plan.attemptConnected(v4a) == [])
         #expect(plan.phase == .connected(v4a))
@@ -88,8 +106,7 @@ struct DialPlanTests {
         var plan = DialPlan(endpoints: [v4a, v4a])
         _ = plan.start()
         #expect(plan.add([v4a]) == [])
-        #expect(plan.attemptFailed(v4a, reason: "refused") == [])
-        #expect(plan.timerFired() == [.failed(["refused"])])
+        #expect(plan.attemptFailed(v4a, reason: "refused") == [.failed(["refused"])])
     }
 
     @Test("a service without any endpoint fails at once")

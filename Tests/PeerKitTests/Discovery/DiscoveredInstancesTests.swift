@@ -38,6 +38,30 @@ extension DiscoveryTests {
             #expect(service.endpoints.map(\.host) == ["127.0.0.1", "192.168.1.20", "fe80::1%lo"])
         }
 
+        @Test("an instance still being resolved on another interface or IP version is reported as resolving, then settled")
+        func stillResolvingIsReported() {
+            var instances = DiscoveredInstances(ownPeerID: "me")
+            instances.appeared("Kitchen", at: loopbackV4)
+            instances.appeared("Kitchen", at: loopbackV6)
+            guard case let .found(first)? = instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1")) else {
+                Issue.record("expected found"); return
+            }
+            #expect(first.isResolving)
+            guard case let .found(second)? = instances.resolved("Kitchen", at: loopbackV6, resolution("fe80::1%lo")) else {
+                Issue.record("expected found"); return
+            }
+            #expect(!second.isResolving)
+            #expect(second.endpoints.map(\.host) == ["127.0.0.1", "fe80::1%lo"])
+            // A resolution that fails settles it too, with the endpoints it has.
+            instances.appeared("Pantry", at: loopbackV4)
+            instances.appeared("Pantry", at: loopbackV6)
+            _ = instances.resolved("Pantry", at: loopbackV4, resolution("127.0.0.1"))
+            guard case let .found(settled)? = instances.resolutionFailed("Pantry", at: loopbackV6) else {
+                Issue.record("expected found"); return
+            }
+            #expect(!settled.isResolving)
+        }
+
         @Test func anUnchangedResolutionIsNotReportedAgain() {
             var instances = DiscoveredInstances(ownPeerID: "me")
             #expect(instances.resolved("Kitchen", at: loopbackV4, resolution("127.0.0.1")) != nil)

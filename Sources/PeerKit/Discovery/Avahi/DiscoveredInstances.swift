@@ -171,6 +171,7 @@ struct DiscoveredInstances: Sendable {
             if !endpoints.contains(endpoint) { endpoints.append(endpoint) }
         }
         let txtRecord = ordered[0].txtRecord
-        return DiscoveredService(key: name, name: name, peerID: txtRecord["peerid"], endpoints: endpoints, txtRecord: txtRecord)
+        return DiscoveredService(key: name, name: name, peerID: txtRecord["peerid"], endpoints: endpoints, txtRecord: txtRecord,
+                                 isResolving: resolving[name] != nil)
     }
 }

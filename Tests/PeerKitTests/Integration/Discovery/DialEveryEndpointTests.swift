@@ -58,13 +58,17 @@ struct DialEveryEndpointTests {
         defer { client.stop() }
         let events = client.events()
         let refusing = PeerEndpoint(host: "127.0.0.1", port: Self.refusingPort)
-        func service(_ endpoints: [PeerEndpoint]) -> DiscoveryEvent {
+        func service(_ endpoints: [PeerEndpoint], isResolving: Bool) -> DiscoveryEvent {
             .found(DiscoveredService(key: "server", name: "server", peerID: server.peerID, endpoints: endpoints,
-                                     txtRecord: ["peerid": server.peerID, "proto": "1", "sec": "none"]))
+                                     txtRecord: ["peerid": server.peerID, "proto": "1", "sec": "none"],
+                                     isResolving: isResolving))
         }
-        // Avahi resolves one family first (an address that refuses), then the other.
-        discovery.inject(service([refusing]))
-        discovery.inject(service([refusing, try endpoint(of: server)]))
+        // Avahi resolves one family first (an address that refuses), then the other, tens of
+        // milliseconds later: the refusal (well under a millisecond on loopback) comes first,
+        // and the dial waits out the 250 ms attempt delay for the address still being resolved.
+        discovery.inject(service([refusing], isResolving: true))
+        try await Task.sleep(for: .milliseconds(60))
+        discovery.inject(service([refusing, try endpoint(of: server)], isResolving: false))
         _ = try await nextEvent(events, "the server connected") {
             if case let .peerConnected(peer) = $0 { return peer.id == server.peerID }
             return false
