@@ -11,11 +11,15 @@ final class AdmissionGate: Sendable {
     private let admission: PeerAdmission?
     private let timeout: TimeAmount
     private let clock: PeerClock
+    /// Where the hook runs: a child task of the session (none outlives it); nil runs it in a task
+    /// of its own (tests of the gate alone).
+    private let tasks: SessionTasks?
     /// Per connection still waiting for its verdict, the messages held; per refused connection
     /// (until it is closed), nil: what it still sends is dropped.
     private let held = NIOLockedValueBox<[ObjectIdentifier: [Envelope]?]>([:])
 
-    init(admission: PeerAdmission?, timeout: TimeAmount, clock: PeerClock = .continuous) {
+    init(admission: PeerAdmission?, timeout: TimeAmount, clock: PeerClock = .continuous, tasks: SessionTasks? = nil) {
+        self.tasks = tasks
         self.admission = admission
         self.clock = clock
         self.timeout = timeout
@@ -39,7 +43,7 @@ final class AdmissionGate: Sendable {
         let timeout = timeout
         // The hook's time starts now, not when the task below starts.
         let sleep = clock.sleep(untilOffset: clock.offset + .nanoseconds(timeout.nanoseconds))
-        Task {
+        let decide: SessionTasks.Job = {
             let verdict = await withTaskGroup(of: Bool?.self) { group in
                 group.addTask { await admission(peer) }
                 group.addTask {
@@ -70,6 +74,12 @@ final class AdmissionGate: Sendable {
                     connection.requestClose(.refused(error, notice: "Closing the connection: " + Self.refusedReason + "."))
                 }
             }
+        }
+        if let tasks {
+            // The session stopped: its connections are closing, so the peer is not admitted.
+            if !tasks.start(decide) { connection.requestClose(.stopped) }
+        } else {
+            Task { await decide() }
         }
         return true
     }

@@ -82,3 +82,41 @@ struct AdmissionTests {
         #expect(server.connectedPeers.map(\.name) == ["client"])
     }
 }
+
+@Suite("The admission hook's lifetime")
+struct AdmissionLifetimeTests {
+    @Test("an admission hook still deciding when the transceiver stops is cancelled: no work outlives the session")
+    func hookEndsWithSession() async throws {
+        let serviceType = randomServiceType()
+        let key = PeerKey.random()
+        let started = Flag(), cancelled = Flag()
+        var serverConfiguration = secureConfiguration(serviceType: serviceType, name: "server", security: .preSharedKey(key))
+        // The hook's own deadline (the handshake timeout) is far away: only the session ending can end it.
+        serverConfiguration.handshakeTimeout = .seconds(600)
+        serverConfiguration.admission = { _ in
+            started.set()
+            try? await Task.sleep(for: .seconds(600))
+            if Task.isCancelled { cancelled.set() }
+            return false
+        }
+        let server = PeerTransceiver(configuration: serverConfiguration)
+        try await server.start()
+        let client = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "client", security: .preSharedKey(key), peers: [try endpoint(of: server)]))
+        try await client.start()
+        defer { client.stop() }
+        try await within(20, "the hook to start deciding") {
+            while !started.isSet { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        server.stop()
+        try await within(20, "the hook to be cancelled by the session's end") {
+            while !cancelled.isSet { try await Task.sleep(for: .milliseconds(10)) }
+        }
+    }
+}
+
+/// Set once, read from anywhere.
+private final class Flag: Sendable {
+    private let value = NIOLockedValueBox(false)
+    func set() { value.withLockedValue { $0 = true } }
+    var isSet: Bool { value.withLockedValue { $0 } }
+}
