@@ -17,7 +17,7 @@ import NIOPosix
 /// log line per episode), accept errors such as EMFILE (NIO's `AcceptBackoffHandler` pauses
 /// accepting for a second, again with one log line per episode), and redials (exponential
 /// back-off, with one log line when a service becomes unreachable and one when it is reached again).
-final class ConnectionManager: PeerConnectionDelegate, Sendable {
+final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Everything the manager needs to know, fixed at creation.
     struct Configuration: Sendable {
         var localHello: Hello
@@ -29,8 +29,11 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         var maximumQueuedOutboundBytes: Int = 32 * 1024 * 1024
         var slowPeerGracePeriod: TimeAmount = .seconds(10)
         var maximumQueuedInboundBytes: Int = 4 * 1024 * 1024
+        var maximumTotalQueuedInboundBytes: Int = 32 * 1024 * 1024
         var maximumConnections: Int = 512
         var maximumPendingHandshakes: Int = 64
+        var maximumPendingHandshakesPerAddress: Int = 8
+        var preHandshakeTimeout: TimeAmount = .seconds(2)
         var heartbeatInterval: TimeAmount
         var peerTimeout: TimeAmount
         var handshakeTimeout: TimeAmount
@@ -47,20 +50,34 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     private struct PeerRecord {
         var peer: Peer
-        var active: PeerConnection?
+        /// Which connection is the peer's, the tie-break, and what waits while it switches to the
+        /// winner: the peer's life above its connections.
+        var link = PeerLink()
         /// Discovery keys that lead to this peer; while there are any, a lost connection is redialled.
         var serviceKeys: Set<String> = []
-        /// Set after the active connection closed as a tie-break loser: the winner is on its way.
-        var pendingDisconnect: PeerTimer?
-        /// While the winner is on its way: what was sent to the peer meanwhile waits for it.
-        var switching = ConnectionSwitch()
+        /// The grace timer of the switch in progress, by the switch's generation.
+        var switchTimer: (generation: Int, timer: PeerTimer)?
+        /// Messages that arrived on the winner of a tie-break while the peer may still be writing
+        /// on the loser: handled once the loser closed, after what came on it
+        /// (``PeerStateMachine/holdsInbound(from:)``). Bounded by the winner's inbound limit,
+        /// which stops reading from it.
+        var heldInbound: [(envelope: Envelope, connection: PeerConnection)] = []
+        /// Set while a thread hands ``heldInbound`` on; messages arriving meanwhile join it.
+        var releasingInbound = false
 
-        var isAvailable: Bool { active != nil || !serviceKeys.isEmpty || pendingDisconnect != nil }
+        /// The connection frames for the peer go to now (nil while it switches connections).
+        var active: PeerConnection? { link.current }
+
+        var isAvailable: Bool { link.isConnected || !serviceKeys.isEmpty }
 
         var snapshot: Peer {
-            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: active != nil, fingerprint: peer.fingerprint)
+            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: link.isConnected, fingerprint: peer.fingerprint)
         }
     }
+
+    /// A peer's state machine in the manager: connections are ``PeerConnection``s, and a sender
+    /// waiting for a switch to end leaves a continuation.
+    typealias PeerLink = PeerStateMachine<PeerConnection, CheckedContinuation<Void, Never>>
 
     private struct ServiceRecord {
         var service: DiscoveredService
@@ -92,8 +109,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         /// The listener when a ``PeerTransport`` replaces TCP.
         var listener: (any PeerTransportListener)?
         var connections: [ObjectIdentifier: PeerConnection] = [:]
-        /// Accepted channels whose handshake has not completed (by channel identity).
-        var pendingHandshakes: Set<ObjectIdentifier> = []
+        /// Accepted channels whose handshake has not completed (by channel identity): their
+        /// slots, limited per address and in total (see ``HandshakeSlots``).
+        var pendingHandshakes = HandshakeSlots<ObjectIdentifier, any Channel>(limits: .init(total: 64, perSource: 8))
         /// Accepted channels whose connection object does not exist yet (by channel identity).
         var accepting: Set<ObjectIdentifier> = []
         /// The connection cap in force: the configured one, or less when the descriptor limit
@@ -120,6 +138,9 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
         /// Incoming connections refused in the current over-limit episode (0: not refusing).
         var refusedInEpisode = 0
+        /// Messages held for a peer that disconnected before they were handed on: credited back
+        /// to their connections' inbound limits outside the lock (``withState(_:)``).
+        var droppedInbound: [(envelope: Envelope, connection: PeerConnection)] = []
         /// Events waiting to be delivered, in order, and whether a thread is delivering them.
         var events: [ConnectionEvent] = []
         var delivering = false
@@ -137,7 +158,10 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// One heartbeat timer per event loop for all connections.
     private let heartbeats: HeartbeatTicker
     private let group: any EventLoopGroup
-    private let timerLoop: any EventLoop
+    /// What all connections together may hold unhandled (``Configuration/maximumTotalQueuedInboundBytes``).
+    let inboundBudget: InboundBudget
+    /// Where the manager's own timers run (and a request's timeout, when its peer is switching).
+    let timerLoop: any EventLoop
     private let logger: Logger
     private let state: NIOLockedValueBox<State>
     private let delegateBox = NIOLockedValueBox<(any ConnectionManagerDelegate)?>(nil)
@@ -149,9 +173,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
-        self.state = NIOLockedValueBox(State(localHello: configuration.localHello, maximumConnections: configuration.maximumConnections))
+        var initial = State(localHello: configuration.localHello, maximumConnections: configuration.maximumConnections)
+        initial.pendingHandshakes = HandshakeSlots(limits: .init(total: configuration.maximumPendingHandshakes, perSource: configuration.maximumPendingHandshakesPerAddress))
+        self.state = NIOLockedValueBox(initial)
         self.group = group
         self.timerLoop = group.next()
+        self.inboundBudget = InboundBudget(limit: configuration.maximumTotalQueuedInboundBytes)
         self.logger = logger
         self.heartbeats = HeartbeatTicker(interval: ConnectionStateMachine.Configuration.tickInterval(
             heartbeatInterval: configuration.heartbeatInterval, peerTimeout: configuration.peerTimeout
@@ -170,7 +197,12 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// Runs `body` with the state locked, then delivers the events it queued.
     @discardableResult
     private func withState<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        let result = try state.withLockedValue(body)
+        let (result, dropped) = try state.withLockedValue { state in
+            let result = try body(&state)
+            defer { state.droppedInbound = [] }
+            return (result, state.droppedInbound)
+        }
+        for (envelope, connection) in dropped { connection.inboundDropped(envelope) }
         deliverEvents()
         return result
     }
@@ -258,7 +290,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         let address = PeerEndpoint(host: host, port: configuration.listenPort).description
         let logger = logger
         return try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.backlog, value: 4096)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -302,31 +334,30 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     /// connections and the listener are closed.
     @discardableResult
     func stop() -> [EventLoopFuture<Void>] {
-        var switchEnded: [ConnectionSwitch.Ended] = []
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var timers: [PeerTimer] = []
         let (connections, server, listener) = withState { state -> ([PeerConnection], (any Channel)?, (any PeerTransportListener)?) in
             guard state.running else { return ([], nil, nil) }
             state.running = false
-            for service in state.services.values { service.retry?.cancel() }
+            timers += state.services.values.compactMap(\.retry)
             var removed = false
             for var record in state.peers.values {
-                record.pendingDisconnect?.cancel()
-                switchEnded.append(record.switching.end())
-                if record.active != nil {
-                    record.active = nil
-                    state.emit(.peerDisconnected(record.snapshot, reason: nil))
-                }
+                if let (_, timer) = record.switchTimer { timers.append(timer) }
+                if record.link.isConnected { state.emit(.peerDisconnected(record.snapshot, reason: nil)) }
+                waiters += record.link.stop()
                 state.emit(.peerRemoved(record.snapshot))
                 removed = true
             }
             if removed { state.emit(.availablePeersChanged([])) }
             state.peers = [:]
             state.services = [:]
-            state.pendingHandshakes = []
+            state.pendingHandshakes = HandshakeSlots(limits: state.pendingHandshakes.limits)
             state.accepting = []
             defer { state.connections = [:]; state.server = nil; state.listener = nil }
             return (Array(state.connections.values), state.server, state.listener)
         }
-        for ended in switchEnded { ended.resumeWaiters(with: nil) }
+        for timer in timers { timer.cancel() }
+        for waiter in waiters { waiter.resume() }
         for connection in connections {
             connection.requestClose(.stopped)
         }
@@ -337,54 +368,197 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     // MARK: Queries
 
-    /// The active connection to a peer.
+    /// Whether the peer is connected (also while it switches to a tie-break's winner).
+    func isConnected(_ peerID: String) -> Bool {
+        state.withLockedValue { $0.peers[peerID]?.link.isConnected ?? false }
+    }
+
+    /// The peer, when it is connected (also while it switches to a tie-break's winner).
+    func connectedPeer(_ peerID: String) -> Peer? {
+        state.withLockedValue { state in
+            state.peers[peerID].flatMap { $0.link.isConnected ? $0.snapshot : nil }
+        }
+    }
+
+    /// The connection frames for a peer go to now (nil while it switches to a tie-break's winner).
     func connection(to peerID: String) -> PeerConnection? {
         state.withLockedValue { $0.peers[peerID]?.active }
     }
 
-    /// The active connection to a peer; while the peer is switching to the connection that won
-    /// a tie-break (its `bye` closed the one in use, and the winner's handshake has not completed
-    /// here yet), waits for the winner, at most ``Configuration/handshakeTimeout``. Nil when the
-    /// peer is not connected, or the winner did not come.
+    /// The connection frames for a peer go to now; while the peer is switching to the connection
+    /// that won a tie-break (its `bye` closed the one in use, and the winner's handshake has not
+    /// completed here yet), waits for the winner, at most ``Configuration/handshakeTimeout``. Nil
+    /// when the peer is not connected, or the winner did not come. For what is bound to one
+    /// connection (a resource transfer); messages go through ``send(_:to:)``.
     func connectionAfterSwitch(to peerID: String) async -> PeerConnection? {
-        if let active = connection(to: peerID) { return active }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<PeerConnection?, Never>) in
-            let now = state.withLockedValue { state -> PeerConnection?? in
-                guard state.running, var record = state.peers[peerID] else { return .some(nil) }
-                if let active = record.active { return .some(active) }
-                guard record.pendingDisconnect != nil else { return .some(nil) }
-                record.switching.waiters.append(continuation)
-                state.peers[peerID] = record
-                return .none
-            }
-            if case let .some(connection) = now { continuation.resume(returning: connection) }
+        while true {
+            if let active = connection(to: peerID) { return active }
+            guard await waitForSwitch(of: peerID) else { return connection(to: peerID) }
         }
     }
 
-    /// Sends `frame` on every active connection, and holds it for each peer that is switching
-    /// connections (see ``connectionAfterSwitch(to:)``) until the winner arrives. Returns how
-    /// many peers it went or will go to.
-    func broadcast(_ frame: ByteBuffer) -> Int {
-        let (active, held) = state.withLockedValue { state -> ([PeerConnection], Int) in
-            var active: [PeerConnection] = []
-            var held = 0
-            for (id, var record) in state.peers {
-                if let connection = record.active {
-                    active.append(connection)
-                } else if record.pendingDisconnect != nil, record.switching.hold(frame, limit: configuration.maximumQueuedOutboundBytes) {
-                    state.peers[id] = record
-                    held += 1
-                }
+    /// Waits until `peerID`'s switch to its tie-break winner (and the move of what was held for
+    /// it) ended, either way. Returns false at once when the peer is not switching.
+    private func waitForSwitch(of peerID: String) async -> Bool {
+        var waiting = false
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            waiting = state.withLockedValue { state -> Bool in
+                guard state.running, var record = state.peers[peerID] else { return false }
+                guard case .waiting = record.link.wait(continuation) else { return false }
+                state.peers[peerID] = record
+                return true
             }
-            return (active, held)
+            if !waiting { continuation.resume() }
         }
-        for connection in active { connection.send(frame) }
-        return active.count + held
+        return waiting
+    }
+
+    /// Queues `frame` for `peer` on whichever connection is its own: the one in use, or the
+    /// tie-break's winner that takes over from it (waited for, at most
+    /// ``Configuration/handshakeTimeout``, behind the frames held for it). Paced like a socket:
+    /// while the connection's outbox holds more than ``PeerConnection/outboxHighWatermark`` bytes
+    /// it waits for the peer to read, at most ``Configuration/slowPeerGracePeriod``, so that
+    /// what senders can queue for one peer stays within that mark plus one frame.
+    /// - Throws: why the peer is not connected (the reason its last connection ended, when it
+    ///   ended badly and recently), or ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``
+    ///   when it did not read for the grace period (it is then disconnected).
+    func send(_ frame: ByteBuffer, to peer: Peer) async throws(PeerKitError) {
+        var refusedBy: PeerConnection?
+        while true {
+            let destination = state.withLockedValue { state -> PeerLink.Destination in
+                guard state.running, let record = state.peers[peer.id] else { return .none }
+                return record.link.destination
+            }
+            switch destination {
+            case let .connection(connection):
+                switch connection.enqueue(frame, below: PeerConnection.outboxHighWatermark) {
+                case .queued:
+                    return
+                case .full:
+                    try await connection.waitForRoom(grace: configuration.slowPeerGracePeriod, limit: configuration.maximumQueuedOutboundBytes)
+                case .closed:
+                    // The manager hears of a close before the connection refuses frames, so the
+                    // next look goes elsewhere; the same connection twice means it ended.
+                    if refusedBy === connection { throw connection.closeError ?? .connectionClosed(peer: peer.name) }
+                    refusedBy = connection
+                }
+            case .afterSwitch:
+                _ = await waitForSwitch(of: peer.id)
+            case .none:
+                throw recentFailure(of: peer.id) ?? .peerNotConnected(peer: peer.name)
+            }
+        }
+    }
+
+    /// Queues `frame` (a reply, or an error answering a request) for `peerID` on whichever
+    /// connection is its own, without waiting: the dispatcher runs a peer's handlers only while
+    /// its outbox has room (``outboxState(of:)``), so this adds at most one frame over the limit.
+    /// Returns false when the peer is no longer connected (the frame is dropped: nobody is there
+    /// to read it).
+    @discardableResult
+    func sendWithoutWaiting(_ frame: ByteBuffer, to peerID: String) -> Bool {
+        var refusedBy: PeerConnection?
+        while true {
+            let route = state.withLockedValue { state -> PeerLink.Route in
+                guard state.running, var record = state.peers[peerID] else { return .notConnected }
+                let route = record.link.route(frame, limit: .max)
+                state.peers[peerID] = record
+                return route
+            }
+            switch route {
+            case let .send(connection):
+                guard case .closed = connection.enqueue(frame, below: nil) else { return true }
+                if refusedBy === connection { return false }
+                refusedBy = connection
+            case .held:
+                return true
+            case .full, .notConnected:
+                return false
+            }
+        }
+    }
+
+    /// Whether the peer's outbox has room (holds less than
+    /// ``Configuration/maximumQueuedOutboundBytes``): the dispatcher runs the handlers of a peer's
+    /// messages only then, so a peer that does not read its replies gets no more made for it,
+    /// and its further requests wait unread.
+    func outboxState(of peerID: String) -> OutboxState {
+        let link = state.withLockedValue { state -> (PeerConnection?, Int)? in
+            guard state.running, let record = state.peers[peerID], record.link.isConnected else { return nil }
+            return (record.active, record.link.heldBytes)
+        }
+        guard let (connection, held) = link else { return .disconnected }
+        let queued = connection?.queuedOutboundBytes ?? held
+        return queued < configuration.maximumQueuedOutboundBytes ? .room : .full
+    }
+
+    /// Sends `frame` to every connected peer, and holds it for each peer that is switching
+    /// connections until the winner arrives. Does not wait: a peer whose outbox is full (it did
+    /// not read ``Configuration/maximumQueuedOutboundBytes``) does not get it and is
+    /// disconnected as too slow, so what a peer can make us queue stays within its limit plus
+    /// one frame. Returns how many peers it went or will go to.
+    func broadcast(_ frame: ByteBuffer) -> Int {
+        let limit = configuration.maximumQueuedOutboundBytes
+        var overflowed: [(peerID: String, connection: PeerConnection?, queued: Int)] = []
+        let (targets, held) = state.withLockedValue { state -> ([(String, PeerConnection)], Int) in
+            var targets: [(String, PeerConnection)] = []
+            var held = 0
+            for id in state.peers.keys {
+                guard var record = state.peers[id] else { continue }
+                switch record.link.route(frame, limit: limit) {
+                case let .send(connection): targets.append((id, connection))
+                case .held: held += 1
+                case .full: overflowed.append((id, nil, record.link.heldBytes))
+                case .notConnected: break
+                }
+                state.peers[id] = record
+            }
+            return (targets, held)
+        }
+        var sent = held
+        for (id, connection) in targets {
+            switch connection.enqueue(frame, below: limit) {
+            case .queued:
+                sent += 1
+            case let .full(queued):
+                overflowed.append((id, connection, queued))
+            case .closed:
+                if sendWithoutWaiting(frame, to: id) { sent += 1 }
+            }
+        }
+        for (id, connection, queued) in overflowed {
+            tooSlow(peerID: id, connection: connection, queuedBytes: queued)
+        }
+        return sent
+    }
+
+    /// Disconnects a peer whose outbox is full when a frame that cannot wait (a broadcast) is
+    /// sent to it: it did not read what is queued for it.
+    private func tooSlow(peerID: String, connection: PeerConnection?, queuedBytes: Int) {
+        let failure = ConnectionStateMachine.Failure.tooSlow(queuedBytes: queuedBytes, limit: configuration.maximumQueuedOutboundBytes, grace: .zero)
+        if let connection {
+            connection.requestClose(.failed(failure))
+            return
+        }
+        // Switching: the hold for the winner is full. The peer is disconnected; the winner,
+        // should it still come, is a new connection.
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        let timer = withState { state -> PeerTimer? in
+            guard state.running, var record = state.peers[peerID], record.link.isSwitching else { return nil }
+            let error = ConnectionStateMachine.CloseReason.failed(failure).error(peer: record.peer.name)
+            waiters = record.link.abandon()
+            let timer = record.switchTimer?.timer
+            record.switchTimer = nil
+            disconnected(&record, reason: error, state: &state)
+            return timer
+        }
+        timer?.cancel()
+        for waiter in waiters { waiter.resume() }
     }
 
     /// How many senders wait for `peerID`'s switch to its tie-break winner (a diagnostic for tests).
     func switchWaiterCount(of peerID: String) -> Int {
-        state.withLockedValue { $0.peers[peerID]?.switching.waiters.count ?? 0 }
+        state.withLockedValue { $0.peers[peerID]?.link.waiterCount ?? 0 }
     }
 
     /// Why the last connection to `peerID` ended badly, if it did recently (the last
@@ -415,7 +589,7 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     /// Peers that are connected.
     func connectedPeers() -> [Peer] {
-        state.withLockedValue { $0.peers.values.filter { $0.active != nil }.map(\.snapshot).sorted(by: Self.byName) }
+        state.withLockedValue { $0.peers.values.filter(\.link.isConnected).map(\.snapshot).sorted(by: Self.byName) }
     }
 
     private static func available(_ state: State) -> [Peer] {
@@ -778,37 +952,51 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
     // MARK: Pipeline
 
     /// Sets up an accepted connection, or closes it at once when a connection limit is reached.
+    /// When every handshake slot is taken, the oldest pending handshake of the busiest address is
+    /// closed to make room (see ``HandshakeSlots``); a connection from an address with
+    /// ``Configuration/maximumPendingHandshakesPerAddress`` pending handshakes is closed at once.
     private func configureInbound(_ channel: any Channel) throws {
         // The check and the reservation happen under one lock, so that a burst of accepted
         // connections cannot all pass the check before any of them counts.
         let channelID = ObjectIdentifier(channel)
-        typealias Refusal = (count: Int, limit: Int, what: String, first: Bool, kind: PeerMetrics.Refusal)
-        let outcome = withState { state -> (refusal: Refusal?, resumedAfter: Int) in
+        let source = Slots.source(of: channel.remoteAddress)
+        let now = configuration.clock.now(on: channel.eventLoop)
+        typealias Refusal = (count: Int, limit: Int, what: String, first: Bool)
+        typealias Outcome = (refusal: Refusal?, resumedAfter: Int, slot: Slots.Decision, report: Slots.Report?)
+        let outcome = withState { state -> Outcome in
             let open = state.connections.count + state.accepting.count
             if open >= state.maximumConnections {
                 state.refusedInEpisode += 1
                 let what = state.maximumConnections < configuration.maximumConnections
                     ? "PeerConfiguration.maximumConnections, lowered to fit the descriptor limit"
                     : "PeerConfiguration.maximumConnections"
-                return ((open, state.maximumConnections, what, state.refusedInEpisode == 1, .connectionLimit), 0)
+                return ((open, state.maximumConnections, what, state.refusedInEpisode == 1), 0, .refuse, nil)
             }
-            if state.pendingHandshakes.count >= configuration.maximumPendingHandshakes {
-                state.refusedInEpisode += 1
-                return ((state.pendingHandshakes.count, configuration.maximumPendingHandshakes, "PeerConfiguration.maximumPendingHandshakes", state.refusedInEpisode == 1, .handshakeLimit), 0)
-            }
+            let (slot, report) = state.pendingHandshakes.admit(channelID, handle: channel, from: source, now: now)
+            if case .refuse = slot { return (nil, 0, slot, report) }
             state.accepting.insert(channelID)
-            state.pendingHandshakes.insert(channelID)
             defer { state.refusedInEpisode = 0 }
-            return (nil, state.refusedInEpisode)
+            return (nil, state.refusedInEpisode, slot, report)
         }
+        if let report = outcome.report { logHandshakeEpisode(report) }
         if let refusal = outcome.refusal {
-            configuration.metrics.refused(refusal.kind)
+            configuration.metrics.refused(.connectionLimit)
             if refusal.first {
-                let what = refusal.kind == .handshakeLimit ? "connections are in their handshake" : "connections are open"
-                logger.warning("Refusing new connections: \(refusal.count) \(what), the limit (\(refusal.what) = \(refusal.limit)). Connections are accepted again when one ends; this is logged once until then.")
+                logger.warning("Refusing new connections: \(refusal.count) connections are open, the limit (\(refusal.what) = \(refusal.limit)). Connections are accepted again when one ends; this is logged once until then.")
             }
             channel.close(promise: nil)
             return
+        }
+        switch outcome.slot {
+        case .refuse:
+            configuration.metrics.refused(.handshakeLimit)
+            channel.close(promise: nil)
+            return
+        case let .admitEvicting(evicted):
+            configuration.metrics.refused(.handshakeLimit)
+            evicted.close(promise: nil)
+        case .admit:
+            break
         }
         configuration.metrics.accepted.increment()
         if outcome.resumedAfter > 0 {
@@ -819,10 +1007,62 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         channel.closeFuture.whenComplete { _ in
             self.withState { state in
                 state.accepting.remove(channelID)
-                state.pendingHandshakes.remove(channelID)
+                state.pendingHandshakes.closed(channelID)
             }
         }
         try configurePipeline(channel, direction: .inbound, serviceKey: nil)
+    }
+
+    private typealias Slots = HandshakeSlots<ObjectIdentifier, any Channel>
+
+    /// Whether `connection` was closed to make room for another handshake (its TLS handler then
+    /// reports a failed handshake, which is not news: the eviction was counted).
+    private func wasEvicted(_ connection: PeerConnection) -> Bool {
+        state.withLockedValue { $0.pendingHandshakes.wasEvicted(ObjectIdentifier(connection.channel)) }
+    }
+
+    /// A stranger's connection failed its handshake: counted in the episode, whose first failure
+    /// is logged whole (an evicted connection was counted when it was evicted); the summaries
+    /// count failures by what went wrong, without the peer's address and port.
+    private func handshakeFailed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason, error: PeerKitError) {
+        let id = ObjectIdentifier(connection.channel)
+        let source = Slots.source(of: connection.channel.remoteAddress)
+        let what: String
+        switch reason {
+        case let .failed(failure): what = failure.reason
+        case let .transportError(text): what = text
+        case let .peerFailed(text): what = "it sent peerkit.error: " + LogSafe.text(text, maximumBytes: 120)
+        case .connectionLost: what = "it closed the connection"
+        default: what = error.description
+        }
+        let report = withState { state -> Slots.Report? in
+            guard !state.pendingHandshakes.wasEvicted(id) else { return nil }
+            // The first failure is told whole: the error names the peer and what went wrong.
+            return state.pendingHandshakes.failed(from: source, reason: what, sentence: error.description)
+        }
+        if let report { logHandshakeEpisode(report) }
+    }
+
+    /// Logs the first line of an episode of refused, evicted or failed handshakes, and its
+    /// counts every ``HandshakeSlots/summaryInterval`` while it goes on.
+    private func logHandshakeEpisode(_ report: Slots.Report) {
+        switch report {
+        case let .episodeStarted(line):
+            logger.warning("\(line)")
+        }
+        let interval = Duration.nanoseconds(Slots.summaryInterval.nanoseconds)
+        _ = configuration.clock.schedule(on: timerLoop, in: interval) { [weak self] in
+            self?.handshakeSummaryDue()
+        }
+    }
+
+    private func handshakeSummaryDue() {
+        guard let line = withState({ $0.pendingHandshakes.summary() }) else { return }
+        logger.notice("\(line)")
+        let interval = Duration.nanoseconds(Slots.summaryInterval.nanoseconds)
+        _ = configuration.clock.schedule(on: timerLoop, in: interval) { [weak self] in
+            self?.handshakeSummaryDue()
+        }
     }
 
     private func configurePipeline(_ channel: any Channel, direction: TieBreak.Direction, serviceKey: String?) throws {
@@ -840,8 +1080,15 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         let inboundLimit = configuration.maximumQueuedInboundBytes
         let metrics = configuration.metrics
         let clock = configuration.clock
+        let outboundLimit = configuration.maximumQueuedOutboundBytes
+        let inboundBudget = self.inboundBudget
         let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, ticker: heartbeats, metrics: metrics, delegate: self) { channel in
-            let connection = PeerConnection(channel: channel, direction: direction, serviceKey: serviceKey, maximumQueuedInboundBytes: inboundLimit, metrics: metrics, clock: clock)
+            let connection = PeerConnection(
+                channel: channel, direction: direction, serviceKey: serviceKey,
+                maximumQueuedInboundBytes: inboundLimit, inboundBudget: inboundBudget, maximumQueuedOutboundBytes: outboundLimit,
+                metrics: metrics, clock: clock,
+                roomAvailable: { [weak self] in self?.messagesBox.withLockedValue { $0 }?.outboxHasRoom() }
+            )
             let running = self.withState { state -> Bool in
                 guard state.running else { return false }
                 let id = ObjectIdentifier(connection)
@@ -852,13 +1099,14 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             if !running { channel.close(promise: nil) }
             return connection
         }
-        try PeerPipeline.configure(channel, security: configuration.security, inbound: direction == .inbound, limit: limit, handler: handler)
+        let firstBytesTimeout = direction == .inbound ? (configuration.preHandshakeTimeout, clock) : nil
+        try PeerPipeline.configure(channel, security: configuration.security, inbound: direction == .inbound, firstBytesTimeout: firstBytesTimeout, limit: limit, handler: handler)
     }
 
     // MARK: PeerConnectionDelegate
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) {
-        withState { $0.pendingHandshakes.remove(ObjectIdentifier(connection.channel)) }
+        withState { $0.pendingHandshakes.completed(ObjectIdentifier(connection.channel)) }
         // The admission hook (when there is one) decides before the peer is reported connected.
         let waiting = connection.peer.map { peer in
             configuration.admission.begin(
@@ -872,7 +1120,8 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
 
     /// The peer on `connection` completed its handshake and was admitted: it is connected.
     private func admitted(_ connection: PeerConnection, remote: Hello) {
-        var switched: ConnectionSwitch.Ended?
+        var switched: (waiters: [CheckedContinuation<Void, Never>], timer: PeerTimer?)?
+        var tieBreak: (peer: Peer, newWins: Bool)?
         let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
             guard state.running else { return (nil, nil) }
             // Connected again: an earlier failure is no longer why it cannot be sent to.
@@ -893,63 +1142,99 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
             info.merge(remote.discoveryInfo ?? [:]) { _, hello in hello }
             record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: info, isConnected: true, fingerprint: connection.peer?.fingerprint)
             if let key = connection.serviceKey, state.services[key] != nil { record.serviceKeys.insert(key) }
+            defer { state.peers[remote.peerID] = record }
+            state.queue(.established(connection))
 
-            if let active = record.active {
-                let newWins = TieBreak.newConnectionWins(
-                    existing: active.direction, new: connection.direction,
-                    localPeerID: localPeerID, remotePeerID: remote.peerID
-                )
-                logger.debug("Two connections to \(record.peer); keeping the \(newWins ? "new" : "existing") one.")
+            switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID) {
+            case .connected:
+                if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
+                state.emit(.peerConnected(record.snapshot))
+                state.peers[remote.peerID] = record
+                state.emit(.availablePeersChanged(Self.available(state)))
+                return (nil, reached)
+            case let .retire(loser):
                 state.tieBreaks += 1
-                if newWins { record.active = connection }
-                state.peers[remote.peerID] = record
-                state.queue(.established(connection))
-                return (newWins ? active : connection, reached)
-            }
-            record.active = connection
-            if let pending = record.pendingDisconnect {
+                tieBreak = (record.peer, loser !== connection)
+                return (loser, reached)
+            case let .switched(waiters, generation):
                 // The connection that won the tie-break arrived: nothing changed for the user.
-                pending.cancel()
-                record.pendingDisconnect = nil
-                let ended = record.switching.end()
-                ended.sendHeldFrames(on: connection)
-                switched = ended
-                state.peers[remote.peerID] = record
-                state.queue(.established(connection))
+                var timer: PeerTimer?
+                if let armed = record.switchTimer, armed.generation == generation {
+                    timer = armed.timer
+                    record.switchTimer = nil
+                }
+                switched = (waiters, timer)
                 return (nil, reached)
             }
-            state.peers[remote.peerID] = record
-            if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
-            state.emit(.peerConnected(record.snapshot))
-            state.emit(.availablePeersChanged(Self.available(state)))
-            state.queue(.established(connection))
-            return (nil, reached)
         }
-        switched?.resumeWaiters(with: connection)
+        if let tieBreak, let retired {
+            logger.debug("Two connections to \(tieBreak.peer); keeping the \(tieBreak.newWins ? "new" : "existing") one.")
+            // Messages on the winner wait until nothing more can arrive on the loser.
+            let peerID = remote.peerID
+            retired.channel.closeFuture.whenComplete { _ in self.retiredConnectionFinished(retired, of: peerID) }
+        }
+        if let switched {
+            switched.timer?.cancel()
+            flushHeldFrames(of: remote.peerID, to: connection)
+            for waiter in switched.waiters { waiter.resume() }
+        }
         if let reached {
             logger.notice("Reached \"\(LogSafe.text(reached.name, maximumBytes: 80))\" again after \(reached.attempts) failed attempts.")
         }
         retired?.requestClose(.duplicate)
     }
 
-    func connectionRenamed(_ connection: PeerConnection, remote: Hello) {
-        withState { state in
-            guard state.running, var record = state.peers[remote.peerID], record.active === connection else { return }
-            logger.info("\(record.peer) is now called \"\(LogSafe.text(remote.name))\".")
-            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: record.peer.discoveryInfo, isConnected: true, fingerprint: record.peer.fingerprint)
-            state.peers[remote.peerID] = record
-            state.emit(.availablePeersChanged(Self.available(state)))
+    /// Moves the frames held for `peerID` during its switch to `winner`, in order, until none is
+    /// left; frames sent meanwhile join the hold behind them (``PeerStateMachine/takeHeldFrames(for:)``).
+    private func flushHeldFrames(of peerID: String, to winner: PeerConnection) {
+        while true {
+            let (frames, waiters) = state.withLockedValue { state -> (CircularBuffer<ByteBuffer>, [CheckedContinuation<Void, Never>]) in
+                guard var record = state.peers[peerID] else { return ([], []) }
+                defer { state.peers[peerID] = record }
+                return record.link.takeHeldFrames(for: winner)
+            }
+            for waiter in waiters { waiter.resume() }
+            if frames.isEmpty { return }
+            for frame in frames where !winner.enqueue(frame, below: nil).isQueued {
+                // The winner ended meanwhile: what is left goes wherever the peer is now.
+                sendWithoutWaiting(frame, to: peerID)
+            }
         }
     }
 
+    func connectionRenamed(_ connection: PeerConnection, remote: Hello) {
+        let renamed = withState { state -> Peer? in
+            guard state.running, var record = state.peers[remote.peerID], record.active === connection else { return nil }
+            let before = record.peer
+            record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: record.peer.discoveryInfo, isConnected: true, fingerprint: record.peer.fingerprint)
+            state.peers[remote.peerID] = record
+            state.emit(.availablePeersChanged(Self.available(state)))
+            return before
+        }
+        if let renamed { logger.info("\(renamed) is now called \"\(LogSafe.text(remote.name))\".") }
+    }
+
     func connection(_ connection: PeerConnection, received envelope: Envelope) {
-        guard let peer = connection.peer, !configuration.admission.hold(envelope, on: connection) else { return }
+        guard let peer = connection.peer else {
+            connection.inboundDropped(envelope)
+            return
+        }
+        guard !configuration.admission.hold(envelope, on: connection) else { return }
         if envelope.type.hasPrefix(EnvelopeType.resourcePrefix) {
             resourcesBox.withLockedValue { $0 }?.received(envelope, from: peer, on: connection)
             return
         }
         guard EnvelopeType.passedUp.contains(envelope.type) else {
-            messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection)
+            // Held while the peer may still be writing on a tie-break's loser: what it wrote
+            // there comes first.
+            let held = state.withLockedValue { state -> Bool in
+                guard var record = state.peers[peer.id],
+                      record.releasingInbound || record.link.holdsInbound(from: connection) else { return false }
+                record.heldInbound.append((envelope, connection))
+                state.peers[peer.id] = record
+                return true
+            }
+            if !held { messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection) }
             return
         }
         // A feature's control frame goes through the event queue, so that the layer above sees
@@ -972,48 +1257,56 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
         // redialled until the peer is discovered again, and logged once per host and episode.
         let refused = error?.isSecurityRefusal == true
+        var armSwitch: (peerID: String, generation: Int)?
         let redialKey = withState { state -> String? in
             let id = ObjectIdentifier(connection)
             state.connections[id] = nil
-            state.pendingHandshakes.remove(ObjectIdentifier(connection.channel))
+            state.pendingHandshakes.completed(ObjectIdentifier(connection.channel))
             guard state.running else { return nil }
             if refused, let error { state.emit(.error(error)) }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
                 return refused ? nil : connection.serviceKey
             }
-            guard reason != .duplicate, var record = state.peers[remote.peerID], record.active === connection else {
-                return nil
-            }
-            record.active = nil
-            if reason == .peerSaidBye(reason: Bye.duplicateConnection) {
+            guard var record = state.peers[remote.peerID] else { return nil }
+            switch record.link.closed(connection, byeDuplicate: reason == .peerSaidBye(reason: Bye.duplicateConnection)) {
+            case .ignored:
+                // A tie-break's loser (or a connection never used): nothing changes for the peer.
+                break
+            case let .switching(generation):
                 // The peer kept another connection to us; it is being established.
-                record.pendingDisconnect = configuration.clock.schedule(on: timerLoop, in: .nanoseconds(configuration.handshakeTimeout.nanoseconds)) {
-                    self.duplicateGraceExpired(peerID: remote.peerID)
-                }
                 state.peers[remote.peerID] = record
-                return nil
+                armSwitch = (remote.peerID, generation)
+            case .disconnected:
+                if let error { state.rememberFailure(error, of: remote.peerID) }
+                disconnected(&record, reason: error, state: &state)
+                if !refused, state.peers[remote.peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
             }
-            state.emit(.peerDisconnected(record.snapshot, reason: error))
-            if let error { state.rememberFailure(error, of: remote.peerID) }
-            if record.serviceKeys.isEmpty {
-                state.peers[remote.peerID] = nil
-                state.emit(.peerRemoved(record.snapshot))
-            } else {
-                state.peers[remote.peerID] = record
-                if !refused { scheduleRedial(record.serviceKeys, state: &state) }
-            }
-            state.emit(.availablePeersChanged(Self.available(state)))
             return nil
+        }
+        if let (peerID, generation) = armSwitch {
+            let timer = configuration.clock.schedule(on: timerLoop, in: .nanoseconds(configuration.handshakeTimeout.nanoseconds)) {
+                self.switchGraceExpired(peerID: peerID, generation: generation)
+            }
+            let armed = state.withLockedValue { state -> Bool in
+                guard var record = state.peers[peerID], record.link.isSwitching else { return false }
+                record.switchTimer = (generation, timer)
+                state.peers[peerID] = record
+                return true
+            }
+            if !armed { timer.cancel() }
         }
         if let redialKey {
             // A dial whose handshake failed: the back-off logs the episode once.
             dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
-        } else if let error, refused {
+        } else if let error, refused, !wasEvicted(connection) {
             if configuration.security.shouldLog(error, remote: connection.remoteDescription) { logger.notice("\(error)") }
-        } else if let error, connection.remote != nil || connection.direction == .inbound {
-            // An established connection that ended badly, or a stranger that failed its handshake.
+        } else if let error, connection.remote != nil {
+            // An established connection that ended badly.
             logger.notice("\(error)")
+        } else if let error, connection.direction == .inbound {
+            // A stranger that failed its handshake: counted, and logged once per episode.
+            handshakeFailed(connection, reason: reason, error: error)
         }
     }
 
@@ -1044,22 +1337,70 @@ final class ConnectionManager: PeerConnectionDelegate, Sendable {
         }
     }
 
-    private func duplicateGraceExpired(peerID: String) {
-        var ended: ConnectionSwitch.Ended?
-        defer { ended?.resumeWaiters(with: nil) }
-        withState { state in
-            guard state.running, var record = state.peers[peerID], record.pendingDisconnect != nil, record.active == nil else { return }
-            record.pendingDisconnect = nil
-            ended = record.switching.end()
-            state.emit(.peerDisconnected(record.snapshot, reason: .connectionClosed(peer: record.peer.name)))
-            if record.serviceKeys.isEmpty {
-                state.peers[peerID] = nil
-                state.emit(.peerRemoved(record.snapshot))
-            } else {
-                state.peers[peerID] = record
-                scheduleRedial(record.serviceKeys, state: &state)
+    /// The winner of a tie-break did not arrive within the grace period: the peer is disconnected.
+    private func switchGraceExpired(peerID: String, generation: Int) {
+        let waiters = withState { state -> [CheckedContinuation<Void, Never>] in
+            guard state.running, var record = state.peers[peerID],
+                  let waiters = record.link.graceExpired(generation: generation) else { return [] }
+            record.switchTimer = nil
+            disconnected(&record, reason: .connectionClosed(peer: record.peer.name), state: &state)
+            if state.peers[peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Reports `record`'s peer disconnected (its state machine is idle now), and removes it
+    /// unless discovery still knows it. Call with the lock held; it only changes state.
+    private func disconnected(_ record: inout PeerRecord, reason: PeerKitError?, state: inout State) {
+        let peerID = record.peer.id
+        state.droppedInbound += record.heldInbound
+        record.heldInbound = []
+        state.emit(.peerDisconnected(record.snapshot, reason: reason))
+        if record.serviceKeys.isEmpty {
+            state.peers[peerID] = nil
+            state.emit(.peerRemoved(record.snapshot))
+        } else {
+            state.peers[peerID] = record
+        }
+        state.emit(.availablePeersChanged(Self.available(state)))
+    }
+
+    /// A tie-break's loser finished closing: when it was the last, the messages held on the
+    /// winner are handed on.
+    private func retiredConnectionFinished(_ connection: PeerConnection, of peerID: String) {
+        let release = state.withLockedValue { state -> Bool in
+            guard var record = state.peers[peerID] else { return false }
+            defer { state.peers[peerID] = record }
+            return record.link.finished(connection) && !record.heldInbound.isEmpty
+        }
+        if release { releaseInbound(of: peerID) }
+    }
+
+    /// The last tie-break loser of `peerID` closed: hands on the messages that waited on the
+    /// winner, in order; messages arriving meanwhile join them, so nothing overtakes them.
+    private func releaseInbound(of peerID: String) {
+        let sink = messagesBox.withLockedValue { $0 }
+        while true {
+            let held = state.withLockedValue { state -> [(envelope: Envelope, connection: PeerConnection)]? in
+                guard var record = state.peers[peerID] else { return nil }
+                defer { state.peers[peerID] = record }
+                guard !record.heldInbound.isEmpty else {
+                    record.releasingInbound = false
+                    return nil
+                }
+                record.releasingInbound = true
+                defer { record.heldInbound = [] }
+                return record.heldInbound
             }
-            state.emit(.availablePeersChanged(Self.available(state)))
+            guard let held else { return }
+            for (envelope, connection) in held {
+                if let sink, let peer = connection.peer {
+                    sink.enqueue(envelope, from: peer, on: connection)
+                } else {
+                    connection.inboundDropped(envelope)
+                }
+            }
         }
     }
 

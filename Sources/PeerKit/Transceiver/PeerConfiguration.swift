@@ -55,19 +55,33 @@ public struct PeerConfiguration: Sendable {
     /// plenty for a `peerkit.hello`, and it keeps a stranger from making us buffer large frames
     /// on connections that never authenticate.
     public var maximumHandshakeFrameLength: Int
-    /// How many bytes may wait to be sent to one peer. Defaults to 32 MiB. A peer that stays over
-    /// it for longer than ``slowPeerGracePeriod`` is disconnected as too slow, and a pending
-    /// `PeerTransceiver.send(_:to:)` to it throws ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``.
-    /// `send(_:to:)` itself waits while a peer's queue is over 1 MiB, so only `broadcast` and
-    /// replies can push a queue to this limit.
+    /// How many bytes may wait to be sent to one peer: a bound, not a trigger. Defaults to 32 MiB.
+    /// What we queue for one peer stays within it plus one frame, at every moment:
+    /// - `send(_:to:)`, requests and group sends wait while the peer's queue is over 1 MiB (a
+    ///   socket-like pace), at most ``slowPeerGracePeriod``;
+    /// - while the queue is at this limit, the peer's handlers do not run (no replies are made
+    ///   for a peer that does not read them), so its further requests are not read;
+    /// - a `broadcast` (which cannot wait) to a peer at this limit disconnects it as too slow.
+    ///
+    /// Frames held for a peer that switches connections after a tie-break count against it too.
     public var maximumQueuedOutboundBytes: Int
-    /// How long a peer may stay over ``maximumQueuedOutboundBytes`` before it is disconnected.
-    /// Defaults to 10 s: long enough to ride out a burst on a slow link.
+    /// How long a send may wait for a peer to read, and how long a peer may stay over
+    /// ``maximumQueuedOutboundBytes``, before it is disconnected as too slow (the send then throws
+    /// ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``). Defaults to 10 s: long enough
+    /// to ride out a burst on a slow link.
     public var slowPeerGracePeriod: Duration
     /// How many bytes of one peer's messages may wait for their handlers. Defaults to 4 MiB.
     /// Over it, PeerKit stops reading from that peer's connection (TCP flow control then slows
     /// the sender) until the handlers have caught up; the peer is not disconnected for it.
     public var maximumQueuedInboundBytes: Int
+    /// How many bytes of all peers' messages together may wait for their handlers. Defaults to
+    /// 32 MiB (eight peers at their ``maximumQueuedInboundBytes``). A message counts from its
+    /// frame's arrival to the end of its handler; over the budget, the connection that went over
+    /// stops reading, and every connection paused for it resumes once the total is down to half.
+    /// So many connections, each within its own limit, cannot together make the process hold
+    /// more than this (plus one frame per connection). Requests of a peer that disconnected are
+    /// dropped unhandled and count no longer.
+    public var maximumTotalQueuedInboundBytes: Int
     /// The longest chunk of a resource (``PeerTransceiver/send(resource:named:to:)``) in one
     /// frame, in bytes. Defaults to 256 KiB: a message or request queued during a large transfer
     /// waits for at most one chunk (0.3 ms at 1 GB/s, 60 ms on a 4 MiB/s link), while chunks stay
@@ -202,6 +216,7 @@ public struct PeerConfiguration: Sendable {
         self.maximumQueuedOutboundBytes = 32 * 1024 * 1024
         self.slowPeerGracePeriod = .seconds(10)
         self.maximumQueuedInboundBytes = 4 * 1024 * 1024
+        self.maximumTotalQueuedInboundBytes = 32 * 1024 * 1024
         self.resourceChunkLength = 256 * 1024
         self.resourceWindowBytes = 4 * 1024 * 1024
         self.maximumConcurrentIncomingResources = 4
@@ -249,6 +264,7 @@ public struct PeerConfiguration: Sendable {
         let limits: [(String, Int)] = [
             ("maximumFrameLength", maximumFrameLength), ("maximumHandshakeFrameLength", maximumHandshakeFrameLength),
             ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
+            ("maximumTotalQueuedInboundBytes", maximumTotalQueuedInboundBytes),
             ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
             ("maximumPendingHandshakesPerAddress", maximumPendingHandshakesPerAddress),
             ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),

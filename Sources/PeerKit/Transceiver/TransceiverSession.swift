@@ -10,6 +10,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
     let manager: ConnectionManager
     let dispatcher: MessageDispatcher
     let resources: ResourceTransfers
+    /// Work started for connections (admission hooks), run as child tasks of ``run(callbacks:onStart:)``.
+    let tasks: SessionTasks
     private let discovery: (any PeerDiscovery)?
     private let hub: PeerEventHub
     private let pending: PendingRequests
@@ -40,6 +42,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
     init(configuration: PeerConfiguration, clock: PeerClock, security: WireSecurity, peerID: String, registry: MessageRegistry, resourceRegistry: ResourceRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
         self.configuration = configuration
         self.peerID = peerID
+        let tasks = SessionTasks()
+        self.tasks = tasks
         self.hub = hub
         self.pending = pending
         self.groups = groups
@@ -61,15 +65,18 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
                 slowPeerGracePeriod: configuration.slowPeerGracePeriod.timeAmount,
                 maximumQueuedInboundBytes: configuration.maximumQueuedInboundBytes,
+                maximumTotalQueuedInboundBytes: configuration.maximumTotalQueuedInboundBytes,
                 maximumConnections: configuration.maximumConnections,
                 maximumPendingHandshakes: configuration.maximumPendingHandshakes,
+                maximumPendingHandshakesPerAddress: configuration.maximumPendingHandshakesPerAddress,
+                preHandshakeTimeout: configuration.preHandshakeTimeout.timeAmount,
                 heartbeatInterval: configuration.heartbeatInterval.timeAmount,
                 peerTimeout: configuration.peerTimeout.timeAmount,
                 handshakeTimeout: configuration.handshakeTimeout.timeAmount,
                 connectTimeout: configuration.connectTimeout.timeAmount,
                 backoff: configuration.reconnectBackoff,
                 security: security,
-                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount, clock: clock),
+                admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount, clock: clock, tasks: tasks),
                 metrics: metrics,
                 clock: clock,
                 transport: configuration.transport
@@ -117,6 +124,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
     func run(callbacks: AsyncStream<PeerEvent>, onStart: @escaping @Sendable (Result<Int?, any Error>) -> Void) async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.dispatcher.run() }
+            group.addTask { await self.tasks.run() }
             group.addTask { await self.hub.deliverCallbacks(callbacks) }
             do {
                 onStart(.success(try await start()))
@@ -145,6 +153,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
     /// ``startDiscovery()``, once the transceiver has said it started.
     private func start() async throws -> Int? {
         manager.setDelegate(self, messages: dispatcher, resources: resources)
+        dispatcher.setOutbound(manager)
         let port = try await manager.start()
         state.withLockedValue { $0.port = port }
         return port
@@ -197,6 +206,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         manager.setDelegate(nil, messages: nil)
         groups.sessionStopped()
         dispatcher.finish()
+        tasks.finish()
         let waiter = state.withLockedValue { state -> CheckedContinuation<[EventLoopFuture<Void>], Never>? in
             state.closing = closed
             defer { state.stopWaiter = nil }
@@ -226,6 +236,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
             if case let .peerDisconnected(peer, reason) = event {
                 // Requests waiting on the peer fail with the reason its connection ended.
                 pending.failAll(peerID: peer.id, with: reason ?? PeerKitError.connectionClosed(peer: peer.name))
+                // Its requests still queued here are not answered: nobody would read the answers.
+                dispatcher.peerDisconnected(peer.id, current: manager.connection(to: peer.id))
                 // It left its groups, which is said before it disconnected.
                 for left in groups.peerDisconnected(peer) { hub.publish(left) }
             }
