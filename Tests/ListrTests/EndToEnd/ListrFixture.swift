@@ -92,12 +92,14 @@ final class ListrFixture {
         return (daemon, port)
     }
 
-    /// Starts `listrd` on `store` expecting it to refuse to start; returns how it ended (it is
-    /// killed, and this throws, if it is still running after the deadline).
+    /// Starts `listrd --insecure` on `store` expecting it to refuse to start; returns how it ended
+    /// (it is killed, and this throws, if it is still running after the deadline).
     func runDaemonToExit(store: String) async throws -> TestProcess.Result {
         let daemon = try TestProcess.launch(
             try ListrBinaries.url("listrd"),
-            ["--service-type", serviceType, "--store", store, "--listen-host", "127.0.0.1"],
+            // --insecure: listrd checks its key before its store, and these scenarios are about
+            // the store (a key file would also appear in the folder they look into).
+            ["--service-type", serviceType, "--store", store, "--listen-host", "127.0.0.1", "--insecure"],
             name: "listrd on \((store as NSString).lastPathComponent)"
         )
         started.append(daemon)

@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 30's Listr items attacked as a client would, with raw sockets against the real listrd
+/// (`--insecure`: these attacks are on Listr's own limits, which hold for key holders too).
+@Suite("Listr limits under attack", .serialized)
+struct ListrLimitsAdversarialTests {
+    /// Sends `count` frames of `json(i)` on `socket` while a thread reads (and counts) the replies;
+    /// returns once every one was answered or the connection ended.
+    private static func sendAndCount(_ socket: RawSocket, count: Int, _ json: @escaping @Sendable (Int) -> String) async throws -> Int {
+        let answered = Counter()
+        let reader = Thread {
+            while let frame = socket.readMessage() {
+                if frame.contains("\"replyTo\"") { answered.add(1) }
+                if answered.value >= count { return }
+            }
+        }
+        reader.start()
+        try await blocking {
+            var batch: [UInt8] = []
+            for index in 0..<count {
+                batch += RawSocket.frame(json(index))
+                if batch.count > 256 * 1024 || index == count - 1 {
+                    guard socket.write(batch) else { return }
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(120)
+        while answered.value < count, ContinuousClock.now < deadline, !reader.isFinished {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return answered.value
+    }
+
+    @Test("20,000 refused requests from one peer make two log lines: the first refusal, then the count once the series ends")
+    func refusalFlood() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
+        let serviceType = world.serviceType
+        let socket = try await blocking {
+            let socket = try RawSocket.connect(port: port)
+            socket.setTimeout(seconds: 30)
+            socket.sayHello(serviceType: serviceType, name: "refused a lot")
+            return socket
+        }
+        defer { socket.close() }
+        let total = 20_000
+        let answered = try await Self.sendAndCount(socket, count: total) { #"{"type":"RemoveItemCommand","id":"r\#($0)","payload":{"index":99}}"# }
+        #expect(answered == total, "listrd answered \(answered) of \(total) requests")
+        try await daemon.waitFor("the count of the series", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("more requests from")
+        }
+        let refusals = daemon.stderr.lines(containing: "refused: There is no item 99")
+        #expect(refusals.count == 1, "listrd logged \(refusals.count) refusals one by one")
+        let counts = daemon.stderr.lines(containing: "more requests from")
+        #expect(counts.count == 1)
+        #expect(counts.first?.contains("refused \(total - 1) more requests from") == true, "\(counts)")
+        #expect(counts.first?.contains("refused a lot") == true, "\(counts)")
+    }
+
+    @Test("a watcher that never reads while 1,500 items of 4,000 bytes are added is dropped, listrd's memory stays bounded, and others are served")
+    func neverReadingWatcher() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
+        let serviceType = world.serviceType
+        let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
+        // The watcher takes the list it is answered, then never reads again (a small receive
+        // buffer, so that the kernel holds little for it).
+        let watcher = try await blocking { () -> RawSocket in
+            let socket = try RawSocket.connect(port: port)
+            var size: Int32 = 4096
+            setsockopt(socket.descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            socket.setTimeout(seconds: 30)
+            socket.sayHello(serviceType: serviceType, name: "never reads")
+            socket.write(RawSocket.frame(#"{"type":"WatchCommand","id":"w","payload":{}}"#))
+            while let frame = socket.readMessage() {
+                if frame.contains("\"replyTo\":\"w\"") { break }
+            }
+            return socket
+        }
+        defer { watcher.close() }
+        let adder = try await blocking {
+            let socket = try RawSocket.connect(port: port)
+            socket.setTimeout(seconds: 30)
+            socket.sayHello(serviceType: serviceType, name: "adder")
+            return socket
+        }
+        defer { adder.close() }
+        let title = String(repeating: "t", count: 3990)
+        let total = 1500
+        let answered = try await Self.sendAndCount(adder, count: total) { #"{"type":"AddItemCommand","id":"a\#($0)","payload":{"title":"\#($0) \#(title)"}}"# }
+        #expect(answered == total, "listrd answered \(answered) of \(total) adds")
+        // Dropped for falling behind (logged with the sentence), or disconnected by PeerKit for
+        // not reading: either way it no longer costs listrd anything.
+        try await daemon.waitFor("the watcher dropped", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("because it fell behind")
+        }
+        let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
+        #expect(peak - baseline < 64 * 1024 * 1024, "listrd's peak RSS grew by \(peak - baseline) bytes while a watcher did not read")
+        let list = try await world.ctl("item", "list", "--limit", "1", "--connect", "127.0.0.1:\(port)", "--insecure")
+        #expect(list.exit == .status(0), "\(list)")
+        #expect(list.stdout.hasPrefix("[ ] 0 t"), "\(list.stdout.prefix(80))")
+    }
+}
