@@ -66,8 +66,11 @@ struct HandshakeSlots<ID: Hashable, Handle> {
         var failed = 0
         /// Refusals, evictions and failures by source address (at most ``maximumSources`` kept).
         var bySource: [String: Int] = [:]
+        /// Failures by what went wrong (at most ``maximumReasons`` kept).
+        var byReason: [String: Int] = [:]
 
         static var maximumSources: Int { 64 }
+        static var maximumReasons: Int { 8 }
 
         var isEmpty: Bool { evicted == 0 && refused == 0 && failed == 0 }
 
@@ -151,11 +154,18 @@ struct HandshakeSlots<ID: Hashable, Handle> {
     func wasEvicted(_ id: ID) -> Bool { evicted.contains(id) }
 
     /// A stranger's connection from `source` failed its handshake (timed out, closed, spoke
-    /// nonsense): `reason` says how. Returns the line to log when this starts an episode.
-    mutating func failed(from source: String?, reason: String) -> Report? {
+    /// nonsense): `reason` says how, without naming the peer (failures are counted by it), and
+    /// `sentence`, when given, is the whole error to log if this starts an episode. Returns the
+    /// line to log when this starts an episode.
+    mutating func failed(from source: String?, reason: String, sentence: String? = nil) -> Report? {
         let source = source ?? "an unknown address"
-        return note(source) { $0.failed += 1 } first: {
-            "A connection from \(source) failed its handshake: \(reason). Further handshake failures are counted, with one line every \(Self.summarySeconds) s while they go on."
+        return note(source) { tally in
+            tally.failed += 1
+            if tally.byReason[reason] != nil || tally.byReason.count < Tally.maximumReasons { tally.byReason[reason, default: 0] += 1 }
+        } first: {
+            let further = "Further handshake failures are counted, with one line every \(Self.summarySeconds) s while they go on."
+            if let sentence { return sentence + " " + further }
+            return "A connection from \(source) failed its handshake: \(reason). " + further
         }
     }
 
@@ -220,7 +230,8 @@ struct HandshakeSlots<ID: Hashable, Handle> {
             parts.append("\(count(tally.refused, "connection")) \(tally.refused == 1 ? "was" : "were") refused because their address had too many handshakes pending (PeerConfiguration.maximumPendingHandshakesPerAddress)")
         }
         if tally.failed > 0 {
-            parts.append("\(count(tally.failed, "connection")) failed their handshake (timed out, closed or spoke nonsense)")
+            let reasons = tally.byReason.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(3).map { "\(grouped($0.value)): \($0.key)" }
+            parts.append("\(count(tally.failed, "connection")) failed their handshake (\(reasons.isEmpty ? "timed out, closed or spoke nonsense" : reasons.joined(separator: "; ")))")
         }
         var text = "In the last \(summarySeconds) s, " + parts.joined(separator: ", ")
         let sources = tally.bySource.sorted { ($0.value, $1.key) > ($1.value, $0.key) }

@@ -109,7 +109,7 @@ struct HandshakeSlotsTests {
         if slots.failed(from: "10.0.0.9", reason: "it timed out") != nil { reports += 1 }
         #expect(reports == 0)
         let outcome9 = slots.summary()
-        #expect(outcome9 == "In the last 10 s, 2 connections stalled in their handshake were evicted to make room for new ones (PeerConfiguration.maximumPendingHandshakes), 1,500 connections were refused because their address had too many handshakes pending (PeerConfiguration.maximumPendingHandshakesPerAddress), 1 connection failed their handshake (timed out, closed or spoke nonsense); most from 10.0.0.2 (1,501), the rest from 2 other addresses.")
+        #expect(outcome9 == "In the last 10 s, 2 connections stalled in their handshake were evicted to make room for new ones (PeerConfiguration.maximumPendingHandshakes), 1,500 connections were refused because their address had too many handshakes pending (PeerConfiguration.maximumPendingHandshakesPerAddress), 1 connection failed their handshake (1: it timed out); most from 10.0.0.2 (1,501), the rest from 2 other addresses.")
         // A quiet interval ends the episode; the next event starts another, with its own line.
         let outcome10 = slots.summary()
         #expect(outcome10 == nil)
