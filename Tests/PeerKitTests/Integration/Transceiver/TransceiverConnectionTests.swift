@@ -287,7 +287,9 @@ struct TransceiverConnectionTests {
         try await transceiver.start()
         #expect(discovery.startRequests == [DiscoveryRequest(
             serviceType: serviceType, peerID: transceiver.peerID, peerName: "Kitchen",
-            port: transceiver.listeningPort, txtRecord: ["role": "store", "peerid": transceiver.peerID, "proto": "1", "sec": "none"]
+            port: transceiver.listeningPort, txtRecord: ["role": "store", "peerid": transceiver.peerID, "proto": "1", "sec": "none"],
+            // It listens on 127.0.0.1: advertised on IPv4 alone.
+            addressFamilies: .ipv4
         )])
         transceiver.stop()
 
