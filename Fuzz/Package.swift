@@ -36,6 +36,15 @@ let package = Package(
             swiftSettings: fuzzTarget
         ),
         .executableTarget(
+            name: "fuzz-peer-state-machine",
+            dependencies: [
+                .product(name: "PeerKit", package: "PeerKit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "PeerStateMachine",
+            swiftSettings: fuzzTarget
+        ),
+        .executableTarget(
             name: "fuzz-json-decoder",
             dependencies: [
                 .product(name: "PeerKit", package: "PeerKit"),
