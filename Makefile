@@ -62,7 +62,8 @@ test-lan: setup
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 	@scripts/lan-test "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
 
-## make stress: 64 `peerkit node` processes in a full mesh, one broadcasting 1,000 messages, in debug and release builds.
+## make stress: 64 `peerkit node` processes in a full mesh, one broadcasting 1,000 messages, in debug and release builds;
+## then 100 pairs of transceivers that dial each other at once and send and request at once.
 stress: setup
 	@scripts/stress
 
@@ -70,7 +71,7 @@ stress: setup
 bench: avahi
 	@TOOL_BUILD_FLAGS="$(TOOL_BUILD_FLAGS)" scripts/bench
 
-## make fuzz: libFuzzer (with AddressSanitizer) on the frame decoder, the connection state machine and
+## make fuzz: libFuzzer (with AddressSanitizer) on the frame decoder, the connection and peer state machines and
 ## the JSON decoder: FUZZ_RUNS executions in total (default 10 million); any crash, leak or input
 ## slower than 1 s fails. make fuzz-smoke runs each for FUZZ_SMOKE_SECONDS (default 5) seconds.
 fuzz:
