@@ -327,7 +327,7 @@ final class ListrService: Service, Sendable {
     /// refused by PeerKit before they travel) and keeps it for the uploader's command.
     private static func receiveUpload(_ resource: IncomingResource, into uploads: Uploads) async throws {
         guard uploads.reserve(for: resource.sender.id) else {
-            throw ListrError.invalidPropertyList(reason: "listrd already holds or receives \(ListrLimits.maximumPendingUploads) uploaded lists waiting for their command, its limit; try again shortly")
+            throw ListrError.tooManyUploads(limit: ListrLimits.maximumPendingUploads)
         }
         var data = Data()
         do {

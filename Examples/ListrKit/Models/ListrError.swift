@@ -43,6 +43,8 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
     case watcherFellBehind(queuedBytes: Int, limit: Int)
     /// The whole list was asked for in one answer, and it is larger than one answer may be.
     case answerTooLarge(items: Int, limit: Int)
+    /// listrd already holds or receives ``ListrLimits/maximumPendingUploads`` uploaded lists.
+    case tooManyUploads(limit: Int)
 
     /// The error as a sentence that says what happened and what to do.
     public var description: String {
@@ -86,6 +88,8 @@ public enum ListrError: Error, Hashable, Sendable, CustomStringConvertible {
             return "listrd stopped sending changes to this watcher because it fell behind: \(queuedBytes) bytes of changes were waiting for it, more than the \(limit) bytes listrd keeps for one watcher. Watch again to start from the current list."
         case let .answerTooLarge(items, limit):
             return "The list (\(items) items) is larger than one answer may be (\(limit) bytes), so it was not sent. Use \"listrctl store dump\", which receives it as a resource in chunks."
+        case let .tooManyUploads(limit):
+            return "listrd already holds or receives \(limit) uploaded lists waiting for their command, its limit (ListrLimits.maximumPendingUploads), so this upload was refused and nothing was changed. Try again once one of those replaces has been done."
         }
     }
 }
