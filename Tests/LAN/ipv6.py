@@ -131,9 +131,13 @@ class IPv6Scenarios(Harness):
     def avahi_log(self, host: str) -> list:
         return (Path(self.lan.state_dir()) / host / "avahi.log").read_text(errors="replace").splitlines()
 
-    def sees_address(self, observer: str, service_type: str, instance: str, address: str) -> bool:
-        return any(name == instance and found == address
-                   for name, found, _ in self.lan.browse(observer, service_type) or [])
+    def resolves_to(self, observer: str, host: str, address: str) -> bool:
+        """Whether `observer`'s avahi-daemon resolves `host`.local to `address` now (IPv4)."""
+        try:
+            result = self.lan.run(observer, "avahi-resolve-host-name", "-4", f"{host}.local", timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
+        return result.returncode == 0 and result.stdout.split()[1:2] == [address]
 
     # MARK: Scenarios
 
@@ -226,8 +230,8 @@ class IPv6Scenarios(Harness):
         self.ip(self.a, "addr", "del", f"{old_v6}/64", "dev", "veth0")
         self.restores.append(lambda: self.renumber(self.a, (new_v4, 24), (old_v4, 24), (new_v6, 64)))
         # avahi's announcement of the new address, as B's avahi-daemon sees it.
-        wait_until(lambda: self.sees_address(self.b, service_type, "A", new_v4), 60,
-                   f"B's avahi-daemon resolving A to {new_v4}")
+        wait_until(lambda: self.resolves_to(self.b, self.a, new_v4), 60,
+                   f"B's avahi-daemon resolving {self.a}.local to {new_v4}", poll=0.05)
         announced_at = time.monotonic()
 
         def all_connected():
