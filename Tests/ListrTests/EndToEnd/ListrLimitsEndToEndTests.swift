@@ -73,6 +73,32 @@ struct ListrLimitsEndToEndTests {
         #expect(done.stdout == #"Marked item 1, "Milk\u{202E}klim\u{2028}forged line\u{200B}", as done."# + "\n", "\(done)")
     }
 
+    @Test("an instance name advertised with ESC, OSC, BEL and a newline (no key needed) is shown escaped in \"the ones found are …\"")
+    func hostileAdvertisement() async throws {
+        try await ListrFixture.requireAvahi()
+        let world = try ListrFixture()
+        // The scenario's key, so that the advertisement (with its key id, which is public) is
+        // dialled like a listrd: nothing answers on its port, and it is listed among those found.
+        let key = PeerKey.random()
+        let keyPath = try world.write(Data((key.hexEncodedSecret + "\n").utf8), to: "key")
+        chmod(keyPath, 0o600)
+        let name = "evil\u{1B}]0;PWNED\u{07}\nfake line\u{202E}"
+        let publisher = try TestProcess.launch(
+            URL(fileURLWithPath: "/usr/bin/avahi-publish"),
+            ["-s", name, "_\(world.serviceType)._tcp", "9", "sec=psk", "keyid=\(key.keyID)", "peerid=evil", "proto=1"],
+            name: "avahi-publish evil"
+        )
+        defer { publisher.send(SIGKILL) }
+        try await publisher.waitFor("the advertisement", timeout: ListrFixture.deadline) { stdout, stderr in
+            (stdout + stderr).contains("Established")
+        }
+        let result = try await world.ctl(["item", "list", "--peer", "nobody"], timeout: "3")
+        #expect(result.exit == .status(69), "\(result)")
+        #expect(result.stderr.contains(#"the ones found are "evil\u{1B}]0;PWNED\u{7}\nfake line\u{202E}""#), "\(result.stderr.debugDescription)")
+        #expect(!Self.hasRawControl(result.stderr.replacingOccurrences(of: "\n", with: " ")), "\(result.stderr.debugDescription)")
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr.debugDescription)")
+    }
+
     @Test("a 9 MiB title is refused with a sentence, and item list and watch go on working for everyone")
     func hugeTitle() async throws {
         let world = try ListrFixture()
