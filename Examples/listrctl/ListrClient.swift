@@ -13,9 +13,34 @@ struct ListrClient {
     /// The daemon in use.
     let daemon: Peer
 
+    /// How long to wait before dialling again a daemon that closed the connection during the
+    /// handshake (its pending handshakes were at their limit, or it was restarting).
+    static let handshakeRetryDelay: Duration = .milliseconds(200)
+
     /// Starts a transceiver that only dials, and waits for the daemon to use: the one named by
     /// `--peer`, or the only one there is.
+    ///
+    /// A daemon that closes the connection during the TLS handshake has not compared keys (a
+    /// daemon with another key says so with a TLS alert): it is busy or restarting, so listrctl
+    /// tries again every ``handshakeRetryDelay`` until `--timeout` has passed, and only then says
+    /// so (``ListrCtlError/handshakeInterrupted(_:)``, exit status 69).
     static func connect(_ options: ClientOptions) async throws(ListrCtlError) -> ListrClient {
+        let deadline = ContinuousClock.now + options.timeoutDuration
+        var options = options
+        while true {
+            do {
+                return try await connectOnce(options)
+            } catch {
+                guard case .handshakeInterrupted = error else { throw error }
+                let left = deadline - ContinuousClock.now - handshakeRetryDelay
+                guard left > .milliseconds(100) else { throw error }
+                try? await Task.sleep(for: handshakeRetryDelay)
+                options.timeout = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            }
+        }
+    }
+
+    private static func connectOnce(_ options: ClientOptions) async throws(ListrCtlError) -> ListrClient {
         var configuration = PeerConfiguration(serviceType: options.serviceType)
         configuration.advertises = false
         configuration.peerName = clientName

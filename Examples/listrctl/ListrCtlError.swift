@@ -83,7 +83,7 @@ enum ListrCtlError: Error, CustomStringConvertible {
             return "listrctl cannot talk to listrd safely, so nothing was sent. \(error.description) \(hint)."
         case let .handshakeInterrupted(error):
             let who = error.peer.map { "listrd (\($0))" } ?? "listrd"
-            return "\(who) closed the connection during the TLS handshake, before any key was checked (a listrd with another key says so in the handshake; this one said nothing), so nothing was sent. It may be busy, with as many connections waiting for their handshake as it accepts (a flood of connections does that), or restarting. Try again in a moment; if it keeps happening, look at listrd's log."
+            return "\(who) closed the connection during the TLS handshake, before any key was checked (a listrd with another key says so in the handshake; this one said nothing), and it did so until the timeout, so nothing was sent. It may be busy, with as many connections waiting for their handshake as it accepts (a flood of connections does that), or restarting. Try again, or give a longer --timeout; if it keeps happening, look at listrd's log."
         case let .handshakeRefused(error, serviceType):
             return "What listens there is not a listrd of service type \"\(serviceType)\": \(error.description) Check the address, or give --service-type the type listrd advertises."
         case .cancelled:
