@@ -12,9 +12,11 @@ import NIOPosix
 /// thread finds the queue unclaimed; so the delegate is never called with the lock held, and
 /// still sees events in order.
 ///
-/// Limits a stranger could push against: ``Configuration/maximumConnections`` and
-/// ``Configuration/maximumPendingHandshakes`` (further connections are closed at once, with one
-/// log line per episode), accept errors such as EMFILE (NIO's `AcceptBackoffHandler` pauses
+/// Limits a stranger could push against: ``Configuration/maximumConnections`` (further
+/// connections are closed at once, with one log line per episode), the handshake slots
+/// (``HandshakeSlots``: ``Configuration/maximumPendingHandshakesPerAddress`` refuses, and when all
+/// ``Configuration/maximumPendingHandshakes`` are taken the oldest of the busiest address is
+/// evicted; one log line per episode, then counts every 10 s), accept errors such as EMFILE (NIO's `AcceptBackoffHandler` pauses
 /// accepting for a second, again with one log line per episode), and redials (exponential
 /// back-off, with one log line when a service becomes unreachable and one when it is reached again).
 final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
