@@ -174,10 +174,10 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// Handles queued messages until ``finish()``.
     func run() async {
-        let outbound = outboundBox.withLockedValue { $0 }
         while true {
             let batch = await nextRound()
             if batch.isEmpty { return }
+            let outbound = outboundBox.withLockedValue { $0 }
             for message in batch {
                 switch outbound?.outboxState(of: message.sender.id) ?? .room {
                 case .room:

@@ -107,6 +107,9 @@ final class TransceiverSession: ConnectionManagerDelegate {
         case let .custom(make): discovery = make()
         case .none: discovery = nil
         }
+        // Before run() starts the dispatcher: every answer goes to the asking peer's connection
+        // of the moment, from the first one on.
+        dispatcher.setOutbound(manager)
     }
 
     /// The port listened on, once started.
@@ -153,7 +156,6 @@ final class TransceiverSession: ConnectionManagerDelegate {
     /// ``startDiscovery()``, once the transceiver has said it started.
     private func start() async throws -> Int? {
         manager.setDelegate(self, messages: dispatcher, resources: resources)
-        dispatcher.setOutbound(manager)
         let port = try await manager.start()
         state.withLockedValue { $0.port = port }
         return port

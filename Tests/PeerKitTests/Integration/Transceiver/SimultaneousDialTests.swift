@@ -49,10 +49,16 @@ struct SimultaneousDialTests {
         // Each on a one-thread event loop of its own, so that both can be held still while both
         // find each other: both dial before either handshake can complete.
         let groupA = MultiThreadedEventLoopGroup(numberOfThreads: 1), groupB = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // Kept at debug level, and printed for a round that fails.
+        let logA = CapturedLog(), logB = CapturedLog()
         var configurationA = manualConfiguration(serviceType: serviceType, name: "a\(round)", discovery: discoveryA)
         configurationA.eventLoopGroup = groupA
+        configurationA.logger = logA.logger
+        configurationA.logger.logLevel = .debug
         var configurationB = manualConfiguration(serviceType: serviceType, name: "b\(round)", discovery: discoveryB)
         configurationB.eventLoopGroup = groupB
+        configurationB.logger = logB.logger
+        configurationB.logger.logLevel = .debug
         let a = PeerTransceiver(configuration: configurationA)
         let b = PeerTransceiver(configuration: configurationB)
         defer {
@@ -128,6 +134,9 @@ struct SimultaneousDialTests {
             }
         }
         let tieBreaks = (a.session?.manager.tieBreakCount() ?? 0) + (b.session?.manager.tieBreakCount() ?? 0)
+        if !failures.isEmpty {
+            print("round \(round) failed; a's log:\n" + logA.messages().joined(separator: "\n") + "\nb's log:\n" + logB.messages().joined(separator: "\n"))
+        }
         return (failures, tieBreaks > 0)
     }
 }
