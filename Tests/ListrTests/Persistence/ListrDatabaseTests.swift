@@ -38,6 +38,19 @@ struct ListrDatabaseTests {
         #expect(try database.items(offset: 0, limit: nil) == [milk])
     }
 
+    @Test("the titles' size is counted in UTF-8 bytes, not characters, and a store opened on the database starts from it")
+    func titleBytes() async throws {
+        let database = try ListrDatabase.inMemory()
+        #expect(try database.titleBytes() == 0)
+        for title in ["Milk", "Grüße", "日本語", "🥛"] { try database.append(Item(title: title)) }
+        #expect(try database.titleBytes() == 4 + 7 + 9 + 4)
+        // A store over the database counts them: 24 of 30 bytes are taken, so 7 more are refused.
+        let store = try ItemStore(persistence: database, maximumTitleBytes: 30)
+        await #expect(throws: ListrError.storeFull(titleBytes: 31, limit: 30)) { try await store.add(title: "1234567", by: "test") }
+        _ = try await store.add(title: "123456", by: "test")
+        #expect(try database.titleBytes() == 30)
+    }
+
     @Test("settings are one JSON value, absent until saved")
     func settings() throws {
         let database = try ListrDatabase.inMemory()
