@@ -1254,7 +1254,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
-        count(reason)
+        // A pending handshake closed to make room for another was counted, and is not news.
+        let evicted = connection.remote == nil && wasEvicted(connection)
+        if !evicted { count(reason) }
         let error = reason.error(peer: connection.description)
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
         // redialled until the peer is discovered again, and logged once per host and episode.
@@ -1265,7 +1267,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             state.connections[id] = nil
             state.pendingHandshakes.completed(ObjectIdentifier(connection.channel))
             guard state.running else { return nil }
-            if refused, let error { state.emit(.error(error)) }
+            if refused, !evicted, let error { state.emit(.error(error)) }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
                 return refused ? nil : connection.serviceKey
@@ -1301,7 +1303,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if let redialKey {
             // A dial whose handshake failed: the back-off logs the episode once.
             dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
-        } else if let error, refused, !wasEvicted(connection) {
+        } else if let error, refused, !evicted {
             if configuration.security.shouldLog(error, remote: connection.remoteDescription) { logger.notice("\(error)") }
         } else if let error, connection.remote != nil {
             // An established connection that ended badly.

@@ -58,6 +58,7 @@ struct HandshakeSlotAdversarialTests {
         let (listener, endpoint, serviceType) = try await listener(key: key, log: log)
         defer { listener.stop() }
         let attackers = make(endpoint.port)
+        let events = EventLog(listener)
         let attackStarted = ContinuousClock.now
         for attacker in attackers { attacker.start() }
         // Let the attack fill the slots: every stalled connection opened, the slots full.
@@ -87,6 +88,10 @@ struct HandshakeSlotAdversarialTests {
         let allowed = 3 * (1 + Int(elapsed / .seconds(10)))
         #expect(!others.isEmpty, "the listener logged nothing about \(opened) stalled connections:\n\(lines.suffix(20).joined(separator: "\n"))")
         #expect(others.count <= allowed, "the listener logged \(others.count) lines at notice or above for \(opened) stalled connections in \(elapsed); at most \(allowed) episode lines were expected:\n\(others.prefix(30).joined(separator: "\n"))")
+        // An evicted handshake is not reported to the application either: only those still
+        // pending when the attackers stop (at most 64) end as refusals.
+        let errors = events.errors.count
+        #expect(errors <= 2 * 64, "the listener reported \(errors) errors to the application for \(opened) stalled connections; only those pending when the attack stopped (at most 64) were expected")
         #expect(tlsRefusals.count <= addresses, "the listener logged \(tlsRefusals.count) abandoned TLS handshakes from \(addresses) addresses; once per address was expected:\n\(tlsRefusals.prefix(30).joined(separator: "\n"))")
     }
 
