@@ -74,10 +74,12 @@ class IPv6Scenarios(Harness):
         except OSError:
             return 0
 
-    def no_notices(self, nodes, since=None) -> None:
-        """Fails when any node logged a notice (or worse), or reported an error event, since `since`."""
+    def no_notices(self, nodes, since=None, justified=()) -> None:
+        """Fails when any node logged a notice (or worse), or reported an error event, since `since`;
+        notices containing one of the `justified` fragments are what the scenario makes happen."""
         for node in nodes:
-            lines = self.notices(node, (since or {}).get(node, (0, 0))[0])
+            lines = [line for line in self.notices(node, (since or {}).get(node, (0, 0))[0])
+                     if not any(fragment in line for fragment in justified)]
             errors = [dict(e) for e in node.events[(since or {}).get(node, (0, 0))[1]:] if e.get("event") == "error"]
             if lines or errors:
                 shown = "\n".join(f"  {line}" for line in lines[:10] + [str(e) for e in errors[:5]])
@@ -237,6 +239,16 @@ class IPv6Scenarios(Harness):
         def all_connected():
             return all(set(n.connected_ids()) >= {o.peer_id for o in nodes if o is not n} for n in nodes)
 
+        # Every connection to A ran over an address A no longer has: each dies (noticed by the
+        # heartbeat, `peerTimeout`) and is replaced. Until a side has noticed, it still counts A as
+        # connected, and what it sends meanwhile is lost with the dead connection (keeping it across
+        # such a gap is the resumable-session feature, not built yet), so messages are sent only once
+        # every connection to A was replaced.
+        def replaced():
+            return all(node.count("peerDisconnected", marks[node], a.peer_id) >= 1 for node in (b, c)) and \
+                all(a.count("peerDisconnected", marks[a], other.peer_id) >= 1 for other in (b, c))
+
+        wait_until(replaced, 60, "every connection over A's old addresses noticed dead")
         wait_until(all_connected, 60, "every pair connected after A's addresses changed")
         settled_at = time.monotonic()
         drops = sum(node.count("peerDisconnected", marks[node]) for node in nodes)
@@ -257,11 +269,12 @@ class IPv6Scenarios(Harness):
                 raise ScenarioFailure(f"{node.label} added or removed a peer when A's address changed: one peer "
                                       f"must stay one peer.\n{node.story()}")
         delivery = self.both_ways(nodes, "renumbered")
-        self.no_notices(nodes, since)
+        # The connections over A's old addresses did die: their timeouts are the truth, not noise.
+        self.no_notices(nodes, since, justified=("did not answer for",))
         return (f"A moved from {old_v4} and {old_v6} to {new_v4} and {new_v6}; B's avahi saw it "
                 f"{announced_at - changed_at:.2f} s later; {drops} connection(s) dropped and every pair was connected "
                 f"{max(0.0, after):.2f} s after the announcement, each peer still one peer; slowest broadcast "
-                f"{delivery * 1000:.0f} ms; no notice logged")
+                f"{delivery * 1000:.0f} ms; no notice logged but the dead connections' timeouts")
 
     def renumber(self, host: str, remove, add, remove_v6) -> None:
         subprocess.run(self.lan.command(host, "ip", "addr", "del", f"{remove[0]}/{remove[1]}", "dev", "veth0"),
