@@ -516,6 +516,7 @@ extension ConnectionStateMachine.Failure {
         case let .timedOut(silence):
             return "nothing arrived for \(silence.seconds) s"
         case let .tooSlow(queued, limit, grace):
+            if grace == .zero { return "\(queued) bytes waited to be sent, at the \(limit)-byte limit, when a broadcast, which cannot wait, came" }
             return "\(queued) bytes waited to be sent, over the \(limit)-byte limit, for more than \(grace.seconds) s"
         case let .peerIDNotBound(claimed, fingerprint):
             let key = fingerprint.map { "this certificate's is \($0)" } ?? "no certificate was verified"

@@ -66,8 +66,12 @@ extension PeerKitError {
     /// ``PeerConfiguration/maximumQueuedOutboundBytes`` for longer than
     /// ``PeerConfiguration/slowPeerGracePeriod``, so it was disconnected.
     public static func peerTooSlow(peer: String, queuedBytes: Int, limit: Int, grace: Duration) -> PeerKitError {
-        PeerKitError(.peerTooSlow, ["peer": .text(peer), "queuedBytes": .number(queuedBytes), "limit": .number(limit), "grace": .duration(grace)],
-                     "\(peer) did not read what was sent to it: \(queuedBytes) bytes waited to be sent, over the \(limit)-byte limit (PeerConfiguration.maximumQueuedOutboundBytes), for more than \(grace.peerKitSeconds), so it was disconnected. Send less to it, or raise the limit.")
+        // A grace of zero: a broadcast, which cannot wait, found the peer's outbox full.
+        let how = grace == .zero
+            ? "at the \(limit)-byte limit (PeerConfiguration.maximumQueuedOutboundBytes) when a broadcast, which cannot wait, came for it"
+            : "over the \(limit)-byte limit (PeerConfiguration.maximumQueuedOutboundBytes), for more than \(grace.peerKitSeconds)"
+        return PeerKitError(.peerTooSlow, ["peer": .text(peer), "queuedBytes": .number(queuedBytes), "limit": .number(limit), "grace": .duration(grace)],
+                     "\(peer) did not read what was sent to it: \(queuedBytes) bytes waited to be sent, \(how), so it was disconnected. Send less to it, or raise the limit.")
     }
 
     /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).

@@ -40,6 +40,8 @@ struct PeerKitErrorSentenceTests {
              "the peer \"Kitchen\" at 127.0.0.1:5000 is not connected, so nothing was sent; wait for peerConnected before sending."),
             (.peerTooSlow(peer: p, queuedBytes: 40000000, limit: 33554432, grace: .seconds(10)),
              "the peer \"Kitchen\" at 127.0.0.1:5000 did not read what was sent to it: 40000000 bytes waited to be sent, over the 33554432-byte limit (PeerConfiguration.maximumQueuedOutboundBytes), for more than 10 s, so it was disconnected. Send less to it, or raise the limit."),
+            (.peerTooSlow(peer: p, queuedBytes: 33554432, limit: 33554432, grace: .zero),
+             "the peer \"Kitchen\" at 127.0.0.1:5000 did not read what was sent to it: 33554432 bytes waited to be sent, at the 33554432-byte limit (PeerConfiguration.maximumQueuedOutboundBytes) when a broadcast, which cannot wait, came for it, so it was disconnected. Send less to it, or raise the limit."),
             (.requestTimedOut(type: "Question", peer: p, timeout: .milliseconds(1234)),
              "the peer \"Kitchen\" at 127.0.0.1:5000 did not answer the Question request within 1.234 s."),
             (.connectionClosed(peer: p),
