@@ -91,7 +91,21 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// connected to is redialled with the back-off capped at ``lostPeerRedialCap``.
         var wasReached = false
         var dialing = false
+        /// The redial timer, once armed; ``retryArming`` while it is being armed (outside the lock).
         var retry: PeerTimer?
+        /// Set (to the arming's number) from the moment a redial is decided until its timer is
+        /// stored in ``retry``: the timer is scheduled outside the manager's lock.
+        var retryArming: Int?
+
+        /// Whether a redial is armed or being armed.
+        var isRetrying: Bool { retry != nil || retryArming != nil }
+
+        /// Forgets the redial: its timer, if armed, is cancelled after the lock is released.
+        mutating func cancelRetry(_ state: inout State) {
+            if let retry { state.timersToCancel.append(retry) }
+            retry = nil
+            retryArming = nil
+        }
         /// The dial under way across the service's endpoints (Happy Eyeballs), until one connected
         /// or all failed.
         var plan: DialPlan?
@@ -128,6 +142,19 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var recentFailures: [String: PeerKitError] = [:]
         var recentFailureOrder: [String] = []
         static let maximumRecentFailures = 256
+
+        /// Timers to cancel, and redials to arm, once the lock is released (``withState(_:)``):
+        /// scheduling and cancelling are calls into the clock, never made with the lock held.
+        var timersToCancel: [PeerTimer] = []
+        var retriesToArm: [(key: String, delay: Duration, arming: Int)] = []
+        var nextRetryArming = 0
+
+        /// Decides a redial of the service `key` after `delay`; the timer is armed after the lock.
+        mutating func armRetry(_ record: inout ServiceRecord, key: String, delay: Duration) {
+            nextRetryArming += 1
+            record.retryArming = nextRetryArming
+            retriesToArm.append((key, delay, nextRetryArming))
+        }
 
         mutating func rememberFailure(_ error: PeerKitError, of peerID: String) {
             if recentFailures.updateValue(error, forKey: peerID) == nil {
@@ -199,14 +226,34 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Runs `body` with the state locked, then delivers the events it queued.
     @discardableResult
     private func withState<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        let (result, dropped) = try state.withLockedValue { state in
+        let (result, dropped, cancel, arm) = try state.withLockedValue { state in
             let result = try body(&state)
-            defer { state.droppedInbound = [] }
-            return (result, state.droppedInbound)
+            defer {
+                state.droppedInbound = []
+                state.timersToCancel = []
+                state.retriesToArm = []
+            }
+            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm)
         }
         for (envelope, connection) in dropped { connection.inboundDropped(envelope) }
+        for timer in cancel { timer.cancel() }
+        for retry in arm { armRetry(retry) }
         deliverEvents()
         return result
+    }
+
+    /// Schedules a redial decided under the lock, then stores its timer, unless the redial was
+    /// cancelled or replaced meanwhile (then the timer is cancelled at once).
+    private func armRetry(_ retry: (key: String, delay: Duration, arming: Int)) {
+        let timer = configuration.clock.schedule(on: timerLoop, in: retry.delay) { self.dial(key: retry.key) }
+        let kept = state.withLockedValue { state -> Bool in
+            guard var record = state.services[retry.key], record.retryArming == retry.arming else { return false }
+            record.retry = timer
+            record.retryArming = nil
+            state.services[retry.key] = record
+            return true
+        }
+        if !kept { timer.cancel() }
     }
 
     /// Delivers queued events, unless another thread already is (it will deliver these too).
@@ -657,10 +704,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 joined = (plan.add(service.endpoints.filter { !own($0) }, stillResolving: service.isResolving), record.planGeneration)
                 record.plan = plan
             }
-            if record.retry != nil {
+            if record.isRetrying {
                 // Advertised anew while we were backing off: try again now, from the start.
-                record.retry?.cancel()
-                record.retry = nil
+                record.cancelRetry(&state)
                 record.attempt = 0
             }
             if let peerID = service.peerID {
@@ -711,8 +757,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     private func serviceLost(_ key: String) {
         let attempts = withState { state -> [any Channel] in
-            guard let record = state.services.removeValue(forKey: key) else { return [] }
-            record.retry?.cancel()
+            guard var record = state.services.removeValue(forKey: key) else { return [] }
+            record.cancelRetry(&state)
             if let peerID = record.peerID {
                 forget(serviceKey: key, of: peerID, state: &state)
             }
@@ -751,8 +797,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // Only addresses of our own so far: dialled when discovery reports another one.
             guard !endpoints.isEmpty || record.service.endpoints.isEmpty else { return ([], 0) }
             record.dialing = true
-            record.retry?.cancel()
-            record.retry = nil
+            record.cancelRetry(&state)
             record.planGeneration += 1
             var plan = DialPlan(endpoints: endpoints, lingers: record.service.isResolving)
             let actions = plan.start()
@@ -920,7 +965,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             if record.wasReached { delay = min(delay, Self.lostPeerRedialCap) }
             let attempt = record.attempt
             record.attempt += 1
-            record.retry = configuration.clock.schedule(on: timerLoop, in: delay) { self.dial(key: key) }
+            state.armRetry(&record, key: key, delay: delay)
             state.services[key] = record
             if attempt == 0, let error { state.emit(.error(error)) }
             return (record.service.name, attempt, delay)
@@ -943,10 +988,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Redial a peer's services soon after its connection was lost.
     private func scheduleRedial(_ keys: Set<String>, state: inout State) {
         for key in keys {
-            guard var record = state.services[key], !record.dialing, record.retry == nil else { continue }
+            guard var record = state.services[key], !record.dialing, !record.isRetrying else { continue }
             let delay = configuration.backoff.delay(attempt: 0, random: Double.random(in: 0..<1))
             record.attempt = 0
-            record.retry = configuration.clock.schedule(on: timerLoop, in: delay) { self.dial(key: key) }
+            state.armRetry(&record, key: key, delay: delay)
             state.services[key] = record
         }
     }

@@ -19,13 +19,14 @@ final class TransceiverSession: ConnectionManagerDelegate {
     private let configuration: PeerConfiguration
     private let peerID: String
     private let state = NIOLockedValueBox(State())
-    /// Whether discovery has started, or may no longer start: its own lock, held while the
-    /// backend starts or stops, so that a ``stop()`` racing ``startDiscovery()`` never leaves a
-    /// backend running. (Not `state`'s lock: a backend may report its first event from `start`.)
+    /// Whether discovery has started, is starting, or may no longer start. The backend (which may
+    /// be the user's, `.custom`) is started and stopped with no lock held; a ``stop()`` that comes
+    /// while ``startDiscovery()`` is starting it leaves the stop to the starter, once `start`
+    /// returned, so that no backend is left running.
     private let discoveryPhase = NIOLockedValueBox(DiscoveryPhase.notStarted)
 
     private enum DiscoveryPhase {
-        case notStarted, started, stopped
+        case notStarted, starting, started, stopped
     }
 
     private struct State {
@@ -179,13 +180,21 @@ final class TransceiverSession: ConnectionManagerDelegate {
             txtRecord: txt,
             addressFamilies: manager.listeningFamilies()
         )
-        discoveryPhase.withLockedValue { phase in
-            guard case .notStarted = phase else { return }
-            phase = .started
-            discovery.start(request) { [weak self] event in
-                self?.discoveryEvent(event)
-            }
+        let starts = discoveryPhase.withLockedValue { phase -> Bool in
+            guard case .notStarted = phase else { return false }
+            phase = .starting
+            return true
         }
+        guard starts else { return }
+        discovery.start(request) { [weak self] event in
+            self?.discoveryEvent(event)
+        }
+        let stoppedMeanwhile = discoveryPhase.withLockedValue { phase -> Bool in
+            guard case .starting = phase else { return true }
+            phase = .started
+            return false
+        }
+        if stoppedMeanwhile { discovery.stop() }
     }
 
     /// Stops discovery, says bye to every peer, and ends the dispatcher after what it has queued;
@@ -199,10 +208,13 @@ final class TransceiverSession: ConnectionManagerDelegate {
             return !state.stopCalled
         }
         guard first else { return state.withLockedValue { $0.closing } ?? [] }
-        discoveryPhase.withLockedValue { phase in
-            if case .started = phase { discovery?.stop() }
-            phase = .stopped
+        // While the backend is starting, its starter stops it once `start` returned.
+        let stopsNow = discoveryPhase.withLockedValue { phase -> Bool in
+            defer { phase = .stopped }
+            if case .started = phase { return true }
+            return false
         }
+        if stopsNow { discovery?.stop() }
         resources.stop()
         let closed = manager.stop()
         manager.setDelegate(nil, messages: nil)
