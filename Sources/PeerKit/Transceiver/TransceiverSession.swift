@@ -100,7 +100,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 stallTimeout: configuration.resourceStallTimeout
             ),
             clock: clock,
-            logger: configuration.logger
+            logger: configuration.logger,
+            tasks: tasks
         )
         switch configuration.discovery {
         case .avahi: discovery = AvahiDiscovery(logger: configuration.logger)

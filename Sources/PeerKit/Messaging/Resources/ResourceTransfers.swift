@@ -58,7 +58,12 @@ final class ResourceTransfers: ResourceFrameSink {
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
 
-    init(registry: ResourceRegistry, limits: Limits, clock: PeerClock, logger: Logger) {
+    /// Where the receivers' handlers run: child tasks of the session (none outlives it); nil
+    /// runs each in a task of its own (tests of the transfers alone).
+    private let tasks: SessionTasks?
+
+    init(registry: ResourceRegistry, limits: Limits, clock: PeerClock, logger: Logger, tasks: SessionTasks? = nil) {
+        self.tasks = tasks
         self.registry = registry
         self.limits = limits
         self.clock = clock
@@ -242,7 +247,7 @@ final class ResourceTransfers: ResourceFrameSink {
             connection.send(ResourceFrame.frame(ResourceFrame.accept, ResourceFrame.Accept(transfer: offer.transfer, window: window, chunk: acceptedChunkLength)))
             logger.debug("Receiving the resource \"\(name)\" from \(connection).")
             let logger = logger
-            Task {
+            let handle: SessionTasks.Job = {
                 do {
                     try await handler(resource)
                     if resource.isComplete {
@@ -258,6 +263,12 @@ final class ResourceTransfers: ResourceFrameSink {
                     }
                     logger.warning("The handler of the resource \"\(name)\" from \(connection) failed: \(error)")
                 }
+            }
+            if let tasks {
+                // The session stopped meanwhile: nobody will read this resource.
+                if !tasks.start(handle) { resource.cancelAfterLocalFailure("the receiving transceiver stopped") }
+            } else {
+                Task { await handle() }
             }
             if connection.isClosed { connectionEnded(connection) }
         }
