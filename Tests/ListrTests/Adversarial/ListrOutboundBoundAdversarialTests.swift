@@ -56,28 +56,7 @@ struct ListrOutboundBoundAdversarialTests {
 
         // Meanwhile another client asks for the list four times a second and times each answer.
         let until = Date().addingTimeInterval(8)
-        let times = try await blocking { () -> [Double] in
-            let client = try RawSocket.connect(port: port)
-            defer { client.close() }
-            client.setTimeout(seconds: 10)
-            client.sayHello(serviceType: serviceType, name: "patient client")
-            var times: [Double] = []
-            var number = 0
-            while Date() < until {
-                number += 1
-                let id = "list-\(number)"
-                let start = Date()
-                client.write(RawSocket.frame(#"{"type":"ListItemsCommand","id":"\#(id)","payload":{}}"#))
-                var answered = false
-                while let frame = client.readMessage() {
-                    if RawSocket.value(of: "replyTo", in: frame) == id { answered = true; break }
-                }
-                guard answered else { times.append(.infinity); break }
-                times.append(Date().timeIntervalSince(start))
-                usleep(250_000)
-            }
-            return times
-        }
+        let times = try await blocking { try ListrCrossConnectionAdversarialTests.timeAnswers(port: port, serviceType: serviceType, until: until) }
         let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
         stop.set()
         let requests = try await attack.value
