@@ -16,6 +16,10 @@ func loopbackConfiguration(serviceType: String, name: String, peers: [PeerEndpoi
     configuration.peerName = name
     configuration.listenHost = "127.0.0.1"
     configuration.discovery = peers.isEmpty ? .none : .staticPeers(peers)
+    // With every suite running at once on 2 cores, a test's raw peer (or a transceiver's dial)
+    // can take more than the default 2 s between connecting and its first bytes; tests of that
+    // timeout set it themselves.
+    configuration.preHandshakeTimeout = .seconds(10)
     return configuration
 }
 

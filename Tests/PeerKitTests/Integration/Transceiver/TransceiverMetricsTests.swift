@@ -179,6 +179,7 @@ struct TransceiverMetricsTests {
         configuration.maximumConnections = 1
         // The first connection never says hello: it must hold its slot however busy the machine.
         configuration.handshakeTimeout = .seconds(120)
+        configuration.preHandshakeTimeout = .seconds(120)
         let server = PeerTransceiver(configuration: configuration)
         try await server.start()
         defer { server.stop() }
