@@ -265,7 +265,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``.
     /// - Throws: that, or why the connection ended, when it ends before (or while) waiting.
     func waitForRoom(grace: TimeAmount, limit: Int) async throws(PeerKitError) {
-        let mustWait = state.withLockedValue { $0.queuedBytes > Self.outboxHighWatermark && !$0.closed }
+        let mustWait = state.withLockedValue { $0.queuedBytes >= Self.outboxHighWatermark && !$0.closed }
         if mustWait {
             let ticket = state.withLockedValue { state -> Int in
                 defer { state.nextWaiterTicket += 1 }
@@ -276,7 +276,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             }
             await withCheckedContinuation { continuation in
                 let waiting = state.withLockedValue { state -> Bool in
-                    guard state.queuedBytes > Self.outboxHighWatermark, !state.closed else { return false }
+                    guard state.queuedBytes >= Self.outboxHighWatermark, !state.closed else { return false }
                     state.writabilityWaiters[ticket] = continuation
                     return true
                 }
