@@ -7,10 +7,16 @@ import NIOPosix
 /// Owns every connection of one transceiver: listens, dials what discovery finds, completes
 /// handshakes, keeps exactly one connection per peer, and redials lost peers with back-off.
 ///
-/// State lives behind one lock. Events for the ``ConnectionManagerDelegate`` are queued under
-/// that lock, in the order the state changed, and delivered after it is released by whichever
-/// thread finds the queue unclaimed; so the delegate is never called with the lock held, and
-/// still sees events in order.
+/// Each peer's life above its connections (which connection is its own, the tie-break, the
+/// switch to the winner, what is held meanwhile) is a ``PeerStateMachine``; users' frames go to
+/// peers (``send(_:to:)``, ``sendWithoutWaiting(_:to:)``, ``broadcast(_:)``), never to a
+/// connection chosen by the caller.
+///
+/// State lives behind one lock, and nothing is called with it held. Events for the
+/// ``ConnectionManagerDelegate`` are queued under that lock, in the order the state changed, and
+/// delivered after it is released by whichever thread finds the queue unclaimed; so the delegate
+/// still sees events in order. Timers to cancel, redials to arm and dropped messages to credit
+/// are likewise collected under the lock and handled after it (``withState(_:)``).
 ///
 /// Limits a stranger could push against: ``Configuration/maximumConnections`` (further
 /// connections are closed at once, with one log line per episode), the handshake slots
