@@ -141,3 +141,22 @@ func manualConfiguration(serviceType: String, name: String, discovery: ManualDis
     configuration.discovery = .custom { discovery }
     return configuration
 }
+
+/// Two started transceivers, each with a ``ManualDiscovery`` and a one-thread event loop group of
+/// its own, find each other while both loops are held, so both dial before either handshake can
+/// complete: the tie-break must happen.
+func findEachOtherAtOnce(
+    _ first: (transceiver: PeerTransceiver, discovery: ManualDiscovery, group: any EventLoopGroup),
+    _ second: (transceiver: PeerTransceiver, discovery: ManualDiscovery, group: any EventLoopGroup)
+) throws {
+    let gate = DispatchSemaphore(value: 0)
+    for group in [first.group, second.group] {
+        group.next().execute { gate.wait() }
+    }
+    defer {
+        gate.signal()
+        gate.signal()
+    }
+    try first.discovery.found(second.transceiver)
+    try second.discovery.found(first.transceiver)
+}

@@ -74,14 +74,7 @@ struct SimultaneousDialTests {
         }
         try await a.start()
         try await b.start()
-        let gate = DispatchSemaphore(value: 0)
-        for group in [groupA, groupB] {
-            group.next().execute { gate.wait() }
-        }
-        try discoveryA.found(b)
-        try discoveryB.found(a)
-        gate.signal()
-        gate.signal()
+        try findEachOtherAtOnce((a, discoveryA, groupA), (b, discoveryB, groupB))
 
         // Each side sends as soon as its waitForPeer returns, while the tie-break may still be
         // under way.

@@ -26,16 +26,7 @@ struct TransceiverConnectionTests {
         try await a.start()
         try await b.start()
         let eventsA = a.events(), eventsB = b.events()
-        // Both find each other while their loops are held, so both dial before either handshake
-        // can complete: the tie-break must happen.
-        let gate = DispatchSemaphore(value: 0)
-        for group in [groupA, groupB] {
-            group.next().execute { gate.wait() }
-        }
-        try discoveryA.found(b)
-        try discoveryB.found(a)
-        gate.signal()
-        gate.signal()
+        try findEachOtherAtOnce((a, discoveryA, groupA), (b, discoveryB, groupB))
         _ = try await a.waitForPeer(timeout: .seconds(20))
         _ = try await b.waitForPeer(timeout: .seconds(20))
         // A tie-break happens (on one side or both), the losing connection closes, and then each
