@@ -122,7 +122,7 @@ struct HeartbeatTests {
 
         network.stopReading(bob, from: alice)
         let chunk = Chunk(bytes: String(repeating: "x", count: 64 * 1024))
-        let sending = Task {
+        let sending = Task.immediate {
             // Paced: the sends queue up to the outbox's high-water mark (1 MiB), then one waits.
             for _ in 0..<40 { try await alice.send(chunk, to: [bobPeer]) }
         }
