@@ -7,6 +7,10 @@ serving process prints {"event":"ready","port":P}, the other is started against 
 measuring one prints one JSON object with its result. Each measurement runs --runs times in fresh
 processes; the table shows the median and the spread (min–max) of the runs. Every process is
 bounded in time and ended by its PID.
+
+After the tables it prints every ratio beside the same ratio of the committed reference run
+(Benchmarks/reference.json) and flags the ones that got worse by more than the runs' own spread
+(reference.py says the rule); --write-reference makes this run the reference.
 """
 
 import argparse
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 import processes
+import reference
 from report import compute_ratios, machine_description, markdown
 from suite import Suite
 
@@ -34,6 +39,10 @@ def main():
     parser.add_argument("--quick", action="store_true", help="a tenth of the messages, to try the harness")
     parser.add_argument("--only", nargs="*", help="key prefixes to run, e.g. raw. pk.rtt")
     parser.add_argument("--out-dir", default="bench-results")
+    parser.add_argument("--reference", default=str(reference.REFERENCE), help="the reference run to compare with")
+    parser.add_argument("--write-reference", action="store_true",
+                        help="after comparing, make this run's ratios the reference (the others are kept)")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when a ratio fell beyond its spread")
     args = parser.parse_args()
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -48,10 +57,20 @@ def main():
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{stamp}.json"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    # Uncommitted changes to what is measured make the commit a misleading label: say so.
+    changed = subprocess.run(["git", "status", "--porcelain", "--", "Sources", "Benchmarks", "Package.swift"],
+                             capture_output=True, text=True).stdout.strip()
+    if commit and changed:
+        commit += "-dirty"
     out.write_text(json.dumps({"timestamp": stamp, "commit": commit, "machine": machine, "runs": args.runs,
                                "quick": args.quick, "seconds": time.monotonic() - started,
                                "figures": suite.figures, "ratios": ratios}, indent=2, ensure_ascii=False) + "\n")
     print(f"\nWrote {out} ({time.monotonic() - started:.0f} s).", file=sys.stderr)
+    print()
+    status = reference.main(["compare", str(out), "--reference", args.reference] + (["--strict"] if args.strict else []))
+    if args.write_reference:
+        status = reference.main(["write", str(out), "--reference", args.reference]) or status
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ import time
 from processes import BenchError
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# PeerConfiguration's default heartbeatInterval, which `peerkit node` keeps: each link makes one
+# heartbeat exchange (ping, pong and their ACKs) per interval, so the idle CPU divided by
+# links ÷ interval is the CPU of one exchange, both ends and their wake-ups included (issue 34's goal 4).
+HEARTBEAT_SECONDS = 1.25
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
@@ -176,6 +180,7 @@ def measure_mesh(binary, service_type, count, idle_seconds=10, lone_rss=None):
             "idleCPUPercent": 100 * cpu / idle_seconds,
             "segmentsPerConnectionPerSecond": segments / links / idle_seconds,
             "lossDetectionSeconds": detection,
+            "cpuPerExchangeMicroseconds": 1e6 * cpu / idle_seconds / (links / HEARTBEAT_SECONDS),
         }
         if lone_rss is not None:
             figures["rssPerConnectionKiB"] = (rss - count * lone_rss) / links

@@ -33,6 +33,8 @@ RATIOS = [
     ("pk.fanout.16", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.16"),
                       ("JSON floor", "json.floor.100")]),
 ]
+# Issue 34's goal 4: an idle link's heartbeat exchange against a raw C ping-pong (one core) of the same run.
+RATIOS += [(f"pk.mesh.{count}.exchange", [("raw", "raw.rtt.pinned.p50")]) for count in (8, 32, 64)]
 # What security costs: each TLS figure against the same measurement in plaintext, in the same run.
 RATIOS += [(f"pk.sec.{mode}.{what}", [("plaintext", f"pk.sec.none.{what}")])
            for mode in ("psk", "cert")
@@ -68,6 +70,21 @@ TARGETS = [
     ("pk.mesh.64.cpu", "≤ 5 % of one core", lambda f: absolute_target(f, "pk.mesh.64.cpu", lambda v: v <= 5)),
     ("pk.mesh.64.segments", "≤ 1 segment/s per connection", lambda f: absolute_target(f, "pk.mesh.64.segments", lambda v: v <= 1)),
     ("pk.mesh.64.loss", "≤ 3 s", lambda f: absolute_target(f, "pk.mesh.64.loss", lambda v: v <= 3)),
+    # Issue 34: round 3.
+    ("pk.rtt.pinned.p50", "≤ 1.0× pyzmq REQ/REP (one core; issue 34)",
+     lambda f: ratio_target(f, "pk.rtt.pinned.p50", "zmq.rtt.bytes.pinned.p50", lambda r: r <= 1.0)),
+    ("pk.rtt.unpinned.p50", "≤ 1.0× pyzmq REQ/REP (issue 34)",
+     lambda f: ratio_target(f, "pk.rtt.unpinned.p50", "zmq.rtt.bytes.unpinned.p50", lambda r: r <= 1.0)),
+    ("pk.tput.100", "≥ 0.35× pyzmq PUSH/PULL bytes (issue 34)",
+     lambda f: ratio_target(f, "pk.tput.100", "zmq.tput.100.bytes", lambda r: r >= 0.35)),
+    ("pk.tput.100", "≥ 2× pyzmq PUSH/PULL send_json (issue 34)",
+     lambda f: ratio_target(f, "pk.tput.100", "zmq.tput.100.json", lambda r: r >= 2)),
+    ("pk.tput.100.send", "≥ 0.35× pyzmq PUSH/PULL bytes (issue 34)",
+     lambda f: ratio_target(f, "pk.tput.100.send", "zmq.tput.100.bytes", lambda r: r >= 0.35)),
+    ("pk.tput.100.send", "≥ 2× pyzmq PUSH/PULL send_json (issue 34)",
+     lambda f: ratio_target(f, "pk.tput.100.send", "zmq.tput.100.json", lambda r: r >= 2)),
+    ("pk.mesh.64.exchange", "≤ 50 µs of CPU, both ends (issue 34)",
+     lambda f: absolute_target(f, "pk.mesh.64.exchange", lambda v: v <= 50)),
     # Issue 15: resources.
     ("pk.resource.1g", "≥ 0.5× raw C copy of the same bytes",
      lambda f: ratio_target(f, "pk.resource.1g", "raw.tput.1g", lambda r: r >= 0.5)),
@@ -79,7 +96,8 @@ TARGETS = [
 TARGET_TITLES = {
     "pk.tput.100": "PeerKit 100 B one-way, broadcast", "pk.rtt.pinned.p50": "PeerKit request/reply p50, pinned",
     "pk.tput.100.send": "PeerKit 100 B one-way, send(_:to:)", "pk.tput.64k": "PeerKit 64 KiB one-way",
-    "pk.tput.4m": "PeerKit 4 MiB one-way",
+    "pk.tput.4m": "PeerKit 4 MiB one-way", "pk.rtt.unpinned.p50": "PeerKit request/reply p50, unpinned",
+    "pk.mesh.64.exchange": "64 nodes idle: CPU per heartbeat exchange (both ends)",
     "listr.cli": "listrctl item list", "pk.discovery.pair": "fresh pair, resume() → connected",
     "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",
     "listr.store.add.200k": "item add, 200,000-item store", "listr.store.replace.200k": "store replace, 200,000 items",
@@ -150,7 +168,7 @@ def markdown(figures, ratios, machine, runs):
     for key, figure in figures.items():
         if key.startswith(("raw.", "zmq.", "json.")):
             lines.append(f"| {figure['title']} | {format_figure(figure)} |")
-    lines += ["", "| Target (issues 6, 13, 14 and 15) | goal | now | met |", "|---|---|---:|:-:|"]
+    lines += ["", "| Target (issues 6, 13, 14, 15 and 34) | goal | now | met |", "|---|---|---:|:-:|"]
     for key, goal, check in TARGETS:
         met, now = check(figures)
         title = figures.get(key, {}).get("title", TARGET_TITLES.get(key, key))

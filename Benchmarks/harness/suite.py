@@ -131,20 +131,20 @@ class Suite:
     def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast", security="none"):
         service = self.service_type()
         result = pair([self.pkbench, "sink", "--receivers", str(receivers), "--ack-every", str(window // 2),
-                       "--service-type", service, "--timeout", "120", "--security", security],
+                       "--service-type", service, "--timeout", "120", *security_option(security)],
                       [self.pkbench, "source", "--connect", "{ports}", "--size", str(size), "--count", str(count),
                        "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120",
-                       "--security", security],
+                       *security_option(security)],
                       result_from="server", timeout=120)
         return result
 
     def peerkit_rtt(self, pin, security="none"):
         service = self.service_type()
         return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120",
-                            "--security", security], pin),
+                            *security_option(security)], pin),
                     pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
                             "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120",
-                            "--security", security], pin),
+                            *security_option(security)], pin),
                     timeout=120)
 
     def peerkit_resource(self, size):
@@ -422,6 +422,8 @@ class Suite:
                 f"pk.mesh.{count}.cpu": (f"{count} nodes idle: CPU of all together", "% of a core", "idleCPUPercent", True),
                 f"pk.mesh.{count}.segments": (f"{count} nodes idle: TCP segments per connection", "segments/s", "segmentsPerConnectionPerSecond", True),
                 f"pk.mesh.{count}.loss": (f"{count} nodes: a frozen node noticed by all (heartbeat)", "s", "lossDetectionSeconds", True),
+                f"pk.mesh.{count}.exchange": (f"{count} nodes idle: CPU per heartbeat exchange (both ends)", "µs",
+                                              "cpuPerExchangeMicroseconds", True),
             }
             if lone is not None:
                 keys[f"pk.mesh.{count}.rss"] = (f"{count} nodes: RSS per connection (both ends)", "KiB", "rssPerConnectionKiB", True)
@@ -460,6 +462,12 @@ class Suite:
             figure.update(summarize(samples))
             self.figures[key] = figure
             self.log(f"  {title}: {format_figure(figure)}")
+
+
+def security_option(security):
+    """peerkit-bench's --security option; none is its default and left out, so that the plaintext
+    figures can be measured with a peerkit-bench from before the option (round 1, for a bisection)."""
+    return [] if security == "none" else ["--security", security]
 
 
 def one_line(completed):

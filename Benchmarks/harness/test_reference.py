@@ -1,0 +1,140 @@
+"""Tests of the comparison with the reference run (reference.py), on made-up results: no benchmark runs.
+
+    scripts/bench --self-test      (python3 -B -m unittest discover -s Benchmarks/harness -p 'test_*.py')
+"""
+
+import contextlib
+import io
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+import reference
+from stats import summarize
+
+TITLES = {
+    "pk.tput.100": ("PeerKit 100 B one-way, broadcast", "msgs/s", False),
+    "zmq.tput.100.bytes": ("pyzmq PUSH/PULL 100 B", "msgs/s", False),
+    "pk.rtt.pinned.p50": ("PeerKit request/reply p50, pinned", "µs", True),
+    "zmq.rtt.bytes.pinned.p50": ("pyzmq REQ/REP p50, pinned", "µs", True),
+}
+
+
+def result(samples, stamp="20261127T000000Z", commit="abc1234", quick=False):
+    """A results file as bench.py writes it, with the given samples per figure key."""
+    figures = {}
+    for key, values in samples.items():
+        title, unit, lower = TITLES[key]
+        figures[key] = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower, **summarize(values)}
+    return {"timestamp": stamp, "commit": commit, "machine": {}, "runs": 3, "quick": quick, "figures": figures}
+
+
+# The reference: PeerKit 100 B at 180k (175–185k), pyzmq at 600k (590–610k): 0.30×, spread about 5 %.
+# Request/reply 58 µs (56–60) against pyzmq's 30 µs (29–31): 1.93×, spread about 10 %.
+REFERENCE_RUN = result({"pk.tput.100": [175_000, 180_000, 185_000],
+                        "zmq.tput.100.bytes": [590_000, 600_000, 610_000],
+                        "pk.rtt.pinned.p50": [56, 58, 60],
+                        "zmq.rtt.bytes.pinned.p50": [29, 30, 31]}, stamp="20261121T000000Z", commit="08d979d")
+
+
+def reference_of(run):
+    return reference.updated_reference({"format": reference.FORMAT, "runs": {}, "ratios": {}}, run)
+
+
+def verdicts(ref, run):
+    rows, _ = reference.compare(ref, run)
+    return {key: mark for key, _, _, mark, *_ in rows}
+
+
+class ComparisonTests(unittest.TestCase):
+    def test_a_throughput_ratio_that_fell_beyond_the_spread_is_flagged(self):
+        # Issue 34's 100 B regression: 180k → 135k while pyzmq stayed at 600k (−25 %).
+        now = result({"pk.tput.100": [132_000, 135_000, 138_000], "zmq.tput.100.bytes": [590_000, 600_000, 610_000]})
+        self.assertEqual(verdicts(reference_of(REFERENCE_RUN), now)["pk.tput.100 / pyzmq"], "worse")
+
+    def test_a_move_within_the_runs_spread_is_not_flagged(self):
+        # 4 % lower, both figures moving by as much between their own runs: noise.
+        now = result({"pk.tput.100": [165_000, 173_000, 181_000], "zmq.tput.100.bytes": [585_000, 600_000, 615_000]})
+        self.assertEqual(verdicts(reference_of(REFERENCE_RUN), now)["pk.tput.100 / pyzmq"], "")
+
+    def test_a_noisy_run_widens_what_is_allowed(self):
+        # 20 % lower, but this run's own samples spread over 50 %: not flagged.
+        now = result({"pk.tput.100": [100_000, 144_000, 190_000], "zmq.tput.100.bytes": [590_000, 600_000, 610_000]})
+        self.assertEqual(verdicts(reference_of(REFERENCE_RUN), now)["pk.tput.100 / pyzmq"], "")
+
+    def test_a_time_ratio_that_rose_is_worse_and_one_that_fell_is_better(self):
+        # Issue 34's request/reply: 58 → 115 µs against the same pyzmq.
+        slower = result({"pk.rtt.pinned.p50": [112, 115, 118], "zmq.rtt.bytes.pinned.p50": [29, 30, 31]})
+        faster = result({"pk.rtt.pinned.p50": [28, 29, 30], "zmq.rtt.bytes.pinned.p50": [29, 30, 31]})
+        ref = reference_of(REFERENCE_RUN)
+        self.assertEqual(verdicts(ref, slower)["pk.rtt.pinned.p50 / pyzmq"], "worse")
+        self.assertEqual(verdicts(ref, faster)["pk.rtt.pinned.p50 / pyzmq"], "better")
+
+    def test_ratios_not_figures_are_compared(self):
+        # A machine twice as slow moves both figures alike: the ratio stands and nothing is flagged.
+        slow_machine = result({"pk.tput.100": [88_000, 90_000, 92_000], "zmq.tput.100.bytes": [295_000, 300_000, 305_000]})
+        self.assertEqual(verdicts(reference_of(REFERENCE_RUN), slow_machine)["pk.tput.100 / pyzmq"], "")
+        # The baseline faster and PeerKit the same: the ratio fell, and that is flagged.
+        faster_baseline = result({"pk.tput.100": [175_000, 180_000, 185_000],
+                                  "zmq.tput.100.bytes": [790_000, 800_000, 810_000]})
+        self.assertEqual(verdicts(reference_of(REFERENCE_RUN), faster_baseline)["pk.tput.100 / pyzmq"], "worse")
+
+    def test_the_range_of_a_ratio_is_min_over_max_to_max_over_min(self):
+        entry = reference.ratio_entries(REFERENCE_RUN)["pk.tput.100 / pyzmq"]
+        self.assertAlmostEqual(entry["value"], 0.3)
+        self.assertAlmostEqual(entry["low"], 175_000 / 610_000)
+        self.assertAlmostEqual(entry["high"], 185_000 / 590_000)
+
+    def test_a_figure_measured_once_has_no_spread_of_its_own(self):
+        ref = reference_of(result({"pk.tput.100": [180_000], "zmq.tput.100.bytes": [600_000]}))
+        now = result({"pk.tput.100": [178_000], "zmq.tput.100.bytes": [600_000]})
+        self.assertEqual(verdicts(ref, now)["pk.tput.100 / pyzmq"], "worse")
+
+    def test_the_report_names_each_regression(self):
+        now = result({"pk.tput.100": [132_000, 135_000, 138_000], "zmq.tput.100.bytes": [590_000, 600_000, 610_000],
+                      "pk.rtt.pinned.p50": [56, 58, 60], "zmq.rtt.bytes.pinned.p50": [29, 30, 31]})
+        text, worse = reference.markdown(reference_of(REFERENCE_RUN), now, "reference.json")
+        self.assertEqual(worse, ["PeerKit 100 B one-way, broadcast / pyzmq"])
+        self.assertIn("REGRESSION: 1 ratio fell", text)
+        self.assertIn("| PeerKit 100 B one-way, broadcast / pyzmq | 0.30× (0.29–0.31) | 0.23× (0.22–0.23) | -25 % |", text)
+        quiet, none = reference.markdown(reference_of(REFERENCE_RUN), REFERENCE_RUN, "reference.json")
+        self.assertEqual(none, [])
+        self.assertIn("No ratio fell by more than the runs' own spread (2 compared).", quiet)
+
+
+class ReferenceFileTests(unittest.TestCase):
+    def test_writing_from_a_partial_run_keeps_the_other_ratios(self):
+        ref = reference_of(REFERENCE_RUN)
+        partial = result({"pk.rtt.pinned.p50": [40, 41, 42], "zmq.rtt.bytes.pinned.p50": [29, 30, 31]},
+                         stamp="20261127T010000Z", commit="def5678")
+        updated = reference.updated_reference(ref, partial)
+        self.assertEqual(updated["ratios"]["pk.tput.100 / pyzmq"]["run"], "20261121T000000Z")
+        self.assertEqual(updated["ratios"]["pk.rtt.pinned.p50 / pyzmq"]["run"], "20261127T010000Z")
+        self.assertEqual(set(updated["runs"]), {"20261121T000000Z", "20261127T010000Z"})
+        self.assertEqual(updated["runs"]["20261127T010000Z"]["commit"], "def5678")
+
+    def test_a_quick_run_is_not_written_as_the_reference(self):
+        with self.assertRaises(reference.ReferenceError):
+            reference.updated_reference({}, result({"pk.tput.100": [1], "zmq.tput.100.bytes": [2]}, quick=True))
+
+    def test_compare_on_stored_files_exits_1_with_strict_only_when_worse(self):
+        with tempfile.TemporaryDirectory() as folder:
+            ref_path, worse_path, same_path = (Path(folder) / name for name in ("ref.json", "worse.json", "same.json"))
+            reference.write_reference(ref_path, reference_of(REFERENCE_RUN))
+            worse_path.write_text(json.dumps(result({"pk.tput.100": [132_000, 135_000, 138_000],
+                                                     "zmq.tput.100.bytes": [590_000, 600_000, 610_000]})))
+            same_path.write_text(json.dumps(REFERENCE_RUN))
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(reference.main(["compare", str(worse_path), "--reference", str(ref_path), "--strict"]), 1)
+                self.assertEqual(reference.main(["compare", str(worse_path), "--reference", str(ref_path)]), 0)
+                self.assertEqual(reference.main(["compare", str(same_path), "--reference", str(ref_path), "--strict"]), 0)
+
+    def test_an_unreadable_results_file_is_reported_not_raised(self):
+        with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(reference.main(["compare", str(Path(folder) / "missing.json")]), 2)
+        self.assertIn("cannot be read", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
