@@ -224,7 +224,7 @@ public final class PeerTransceiver: Service, Sendable {
             if case .none = configuration.security {
                 logger.warning("PeerKit traffic of \"\(configuration.serviceType)\" is neither authenticated nor encrypted (PeerConfiguration.security is .none): anyone on the network can read and send messages. Set security = .preSharedKey(...) to protect it.")
             }
-            logger.info("PeerKit transceiver \"\(configuration.peerName)\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
+            logger.info("PeerKit transceiver \"\(LogSafe.text(configuration.peerName))\" started for service type \"\(configuration.serviceType)\"\(port.map { " on port \($0)" } ?? " (not listening)").")
             hub.publish(.started(port: port ?? 0))
             session.startDiscovery()
             onStart(nil)

@@ -41,6 +41,25 @@ struct PeerkitInspectorTests {
         #expect((line["rttMilliseconds"] as? Double ?? -1) >= 0)
     }
 
+    @Test("peerkit prints a peer's name with its escape sequences, line breaks and bidi overrides escaped, not raw")
+    func escapesUntrustedText() async throws {
+        // What issue 30 saw printed raw: a window title (OSC), a screen clear and colour (CSI), a
+        // forged line, and a right-to-left override.
+        let hostile = "evil\u{1B}]0;PWNED\u{07}\u{1B}[2J\nfake line\u{202E}txt"
+        let serviceType = randomServiceType()
+        let peer = try await responder(serviceType, name: hostile)
+        defer { peer.stop() }
+        let result = try await ToolRun.run("peerkit", ["request", serviceType, "test.Greeting", #"{"name":"Ada"}"#, "--static", try endpoint(of: peer).description, "--listen-host", "127.0.0.1", "--timeout", "20"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let output = result.standardOutput
+        #expect(output.contains(#"reply from "evil\u{1B}]0;PWNED\u{7}\u{1B}[2J\nfake line\u{202E}txt""#), "\(output)")
+        for raw: Unicode.Scalar in ["\u{1B}", "\u{07}", "\u{202E}"] {
+            #expect(!output.unicodeScalars.contains(raw), "U+\(String(raw.value, radix: 16)) reached standard output raw: \(output)")
+        }
+        // Two lines (the reply and the line naming its sender): the name's line feed forged none.
+        #expect(output.split(separator: "\n").count == 2, "\(output)")
+    }
+
     @Test("peerkit's options work before the subcommand too")
     func optionsBeforeSubcommand() async throws {
         let serviceType = randomServiceType()
