@@ -27,6 +27,8 @@ RENUMBER_BOUND = 5.0
 # 172.31.0.1/24 is on every host's ext1 (scripts/lan): an address that leads each host back to itself.
 SHARED_ADDRESS = "172.31.0.1"
 # A log line of swift-log's StreamLogHandler: "2026-11-26T20:30:48+0000 notice peerkit: ..." (level second).
+# avahi-daemon's log line naming its host name, at start-up and after a conflict made it choose another one.
+HOST_NAME = re.compile(r"Host name is (\S+)\.(?: |$)")
 LOG_LEVEL = re.compile(r"^\S+ (notice|warning|error|critical) ")
 
 
@@ -139,10 +141,15 @@ class IPv6Scenarios(Harness):
     def avahi_log(self, host: str) -> list:
         return (Path(self.lan.state_dir()) / host / "avahi.log").read_text(errors="replace").splitlines()
 
+    def host_name(self, host: str) -> str:
+        """The host name `host`'s avahi-daemon uses now: h1.local, unless a conflict made it pick another (h1-2.local)."""
+        names = [m.group(1) for line in self.avahi_log(host) for m in [HOST_NAME.search(line)] if m]
+        return names[-1] if names else f"{host}.local"
+
     def resolves_to(self, observer: str, host: str, address: str) -> bool:
-        """Whether `observer`'s avahi-daemon resolves `host`.local to `address` now (IPv4)."""
+        """Whether `observer`'s avahi-daemon resolves `host`'s host name to `address` now (IPv4)."""
         try:
-            result = self.lan.run(observer, "avahi-resolve-host-name", "-4", f"{host}.local", timeout=10)
+            result = self.lan.run(observer, "avahi-resolve-host-name", "-4", self.host_name(host), timeout=10)
         except subprocess.TimeoutExpired:
             return False
         return result.returncode == 0 and result.stdout.split()[1:2] == [address]
@@ -230,6 +237,7 @@ class IPv6Scenarios(Harness):
         new_v6 = "fe80::a:201"
         marks = {node: node.mark() for node in nodes}
         since = self.cursors(nodes)
+        log_mark = self.avahi_log_mark(self.a)
         changed_at = time.monotonic()
         # The old IPv4 address goes first: removing a primary address removes its secondaries with it.
         self.ip(self.a, "addr", "del", f"{old_v4}/24", "dev", "veth0")
@@ -237,9 +245,14 @@ class IPv6Scenarios(Harness):
         self.ip(self.a, "addr", "add", f"{new_v6}/64", "dev", "veth0")
         self.ip(self.a, "addr", "del", f"{old_v6}/64", "dev", "veth0")
         self.restores.append(lambda: self.renumber(self.a, (new_v4, 24), (old_v4, 24), (new_v6, 64)))
-        # avahi's announcement of the new address, as B's avahi-daemon sees it.
-        wait_until(lambda: self.resolves_to(self.b, self.a, new_v4), 60,
-                   f"B's avahi-daemon resolving {self.a}.local to {new_v4}", poll=0.05)
+        # avahi's announcement of the new address, as B's avahi-daemon sees it (by A's host name now: in one CI run
+        # A's avahi-daemon was no longer h1.local after scenario 10, and waiting for h1.local timed out).
+        try:
+            wait_until(lambda: self.resolves_to(self.b, self.a, new_v4), 60,
+                       f"B's avahi-daemon resolving A's host name to {new_v4}", poll=0.05)
+        except ScenarioFailure as failure:
+            raise ScenarioFailure(f"{failure}\nA's avahi-daemon log since the change:\n" +
+                                  "\n".join(self.avahi_log(self.a)[log_mark:][-30:])) from None
         announced_at = time.monotonic()
 
         def all_connected():
@@ -267,7 +280,10 @@ class IPv6Scenarios(Harness):
             # Connections over A's old addresses died; they must be back within the bound of the announcement.
             reconnected = max(e.at for n in nodes for e in n.events[marks[n]:] if e.get("event") == "peerConnected")
             after = reconnected - announced_at
-            within(after, RENUMBER_BOUND, "reconnecting after A's addresses changed (from avahi's announcement)")
+            try:
+                within(after, RENUMBER_BOUND, "reconnecting after A's addresses changed (from avahi's announcement)")
+            except ScenarioFailure as failure:
+                raise ScenarioFailure("\n".join([str(failure)] + [node.story() for node in nodes])) from None
             for node in nodes:
                 for other in nodes:
                     if other is not node and node.count("peerConnected", marks[node], other.peer_id) > \
