@@ -3,47 +3,46 @@ import NIOCore
 /// One resumable session between this transceiver and a peer (feature `resume`): what lets a
 /// link that drops for a few seconds lose nothing, duplicate nothing and reorder nothing.
 ///
-///                     ┌──────────── peerResumed(received:) ───────────┐
-///                     │                                                ▼
-///     resuming(g) ◀──connected()── suspended(g) ◀──suspend()── active ◀──takeUnwritten() empty── flushing
-///          │                           │                         ▲
-///          └── windowExpired(g) ───────┴──▶ ended(error) ◀── end(error): a new session, stop, a violation
+///     resuming(g) ──peerResumed(received:)──▶ active ──suspend()──▶ suspended(g)
+///          ▲                                    │                        │
+///          └──────────── connected() ───────────┴────── connected() ─────┘
+///     suspended(g) or resuming(g) ──windowExpired(g)──▶ ended(error) ◀── end(error): a new session, stop, a violation
 ///
 /// **Sequence numbers.** Every frame a user's call produced (a message, request, reply, group
-/// message) is a *session frame*, numbered from 1 in each direction. The numbers are implicit:
-/// the n-th session frame a side sends is number n. They are never written in the frame, because
-/// TCP already keeps order and drops duplicates within one connection; numbers need agreeing only
-/// at the seam between two connections, where `peerkit.resume` does it. So a frame is encoded
-/// once for every peer it goes to (a broadcast), and the hot path adds no byte to it.
+/// message) is a *session frame*, numbered from 1 in each direction. The numbers are not written
+/// in each frame: TCP keeps order and drops duplicates within one connection, so a connection
+/// only needs the number of its first session frame, which the sender writes once before it
+/// (`peerkit.resend`, ``Writes/from``); each later frame on that connection is one more. So a
+/// frame is encoded once for every peer it goes to (a broadcast), and the hot path adds no byte.
 ///
 /// **Outbound.** ``record(_:)`` numbers a frame and keeps it in the retransmit tail until the
 /// peer acknowledges it (``acknowledged(through:)``, cumulative: "received through n"). The tail
-/// is bounded by ``Limits/maximumUnacknowledgedBytes`` at every moment: a frame that would take
-/// it over is refused (``Record/full(unacknowledgedBytes:)``) unless the tail is empty (so one
-/// frame larger than the bound still goes, alone). Senders that can wait leave a waiter
-/// (``wait(_:)``), resumed when an acknowledgement frees room or the session ends.
+/// is bounded by ``Limits/maximumUnacknowledgedBytes`` at every moment: a frame is taken while
+/// the tail holds less than the bound, so it holds at most the bound plus one frame. Senders that
+/// can wait leave a waiter (``wait(_:)``), resumed when an acknowledgement frees room or the
+/// session ends. ``takeUnwritten()`` hands the frames not yet written on the current connection
+/// to the one writer, in order.
 ///
-/// **Inbound.** ``received(bytes:)`` counts the peer's session frames as they are handed on, in
-/// order, and says when to acknowledge: at once after ``Limits/acknowledgeAfterBytes`` bytes
-/// unacknowledged, else after a short delay (the driver arms the timer once, and
-/// ``acknowledgementTimerFired()`` says what to acknowledge then). Never one acknowledgement per
-/// message.
+/// **Inbound.** ``receive(sequence:bytes:)`` takes the peer's session frames in order: a number
+/// already received is a duplicate (dropped; a resent tail overlapping what arrived on a closing
+/// connection), a number beyond the next is a gap (a protocol violation). It says when to
+/// acknowledge: at once after ``Limits/acknowledgeAfterBytes`` bytes, else once per
+/// ``acknowledgementDelay`` (the driver arms the timer, ``acknowledgementTimerFired()``). Never
+/// one acknowledgement per message.
 ///
-/// **Resume.** A session starts in ``Phase/resuming(generation:)``: on every new connection
-/// (``connected()``), each side first sends `peerkit.resume` with how many session frames it
-/// received; the peer's (``peerResumed(received:)``) frees what it acknowledges and returns the
-/// rest of the tail, to be written once, in order, before anything new (``Phase/flushing``:
-/// frames recorded meanwhile are written after it, ``takeUnwritten()``). When the connection dies
-/// the session is ``suspend()``ed for the resume window; frames are kept (up to the bound) and
-/// nothing is written. ``windowExpired(generation:)`` ends it; what was pending fails with the
-/// error it returns.
+/// **Resume.** On every new connection that becomes the peer's (``connected()``), each side
+/// first sends `peerkit.resume` with how many session frames it received, and writes no session
+/// frame until the peer's resume arrives there (``peerResumed(received:)``): that frees what it
+/// acknowledges, and the rest of the tail is written once, in order, before anything new. When the
+/// connection dies the session is ``suspend()``ed for the resume window: frames are kept (up to
+/// the bound) and nothing is written. ``windowExpired(generation:error:)`` ends it.
 ///
 /// A value type with no I/O and no clock: the driver arms the window and acknowledgement timers
 /// when told to, and feeds back their firing. `Waiter` is whatever a sender leaves to be resumed.
 struct PeerSession<Waiter> {
     /// The bounds and the acknowledgement policy.
     struct Limits: Sendable, Equatable {
-        /// The most bytes of session frames kept unacknowledged
+        /// The most bytes of session frames kept unacknowledged (plus one frame)
         /// (``PeerConfiguration/maximumUnacknowledgedBytes``).
         var maximumUnacknowledgedBytes: Int
         /// Acknowledge at once when this many bytes were received since the last acknowledgement;
@@ -55,19 +54,22 @@ struct PeerSession<Waiter> {
             self.acknowledgeAfterBytes = acknowledgeAfterBytes ?? max(1, min(maximumUnacknowledgedBytes / 4, Self.defaultAcknowledgeAfterBytes))
         }
 
-        /// At most 256 KiB between acknowledgements: a few hundred 100-byte messages, and a small
+        /// At most 256 KiB between acknowledgements: a few thousand 100-byte messages, and a small
         /// part of any sensible bound.
         static var defaultAcknowledgeAfterBytes: Int { 256 * 1024 }
     }
 
+    /// How long a receiver waits before acknowledging what came in fewer than
+    /// ``Limits/acknowledgeAfterBytes``: 50 ms, so an idle link sees at most 20 acknowledgements
+    /// a second per busy peer, and a sender's tail is freed well within a heartbeat.
+    static var acknowledgementDelay: Duration { .milliseconds(50) }
+
     /// Where the session is.
     enum Phase: Equatable {
-        /// Waiting for the peer's `peerkit.resume` on a new connection; frames are kept, not written.
-        /// `generation` names the window timer that runs meanwhile (0: a new session, no timer).
+        /// A connection is the peer's, and its `peerkit.resume` has not arrived there yet:
+        /// frames are kept, not written. `generation` names the window timer that runs meanwhile
+        /// (0: none, as for a new session).
         case resuming(generation: Int)
-        /// The tail the peer did not receive was returned to be written; frames recorded now are
-        /// written after it (``takeUnwritten()``).
-        case flushing
         /// Frames are written as they are recorded.
         case active
         /// No connection: frames are kept, up to the bound, for the resume window of `generation`.
@@ -93,13 +95,15 @@ struct PeerSession<Waiter> {
     private var tail = CircularBuffer<ByteBuffer>()
     /// Their bytes.
     private(set) var unacknowledgedBytes = 0
-    /// Frames recorded while ``Phase/flushing``, to be written after the resent tail.
-    private var unwritten = CircularBuffer<ByteBuffer>()
+    /// How many of the tail's first frames were handed to the current connection.
+    private var written = 0
+    /// Whether the next frames handed to the current connection start it (``Writes/from``).
+    private var startsConnection = false
     private var waiters: [Waiter] = []
     private var generation = 0
 
     // Inbound.
-    /// How many of the peer's session frames were handed on.
+    /// How many of the peer's session frames were taken, in order.
     private(set) var received: UInt64 = 0
     /// The last count sent to the peer in an acknowledgement (or a resume).
     private(set) var acknowledgedToPeer: UInt64 = 0
@@ -117,6 +121,9 @@ struct PeerSession<Waiter> {
 
     /// How many senders wait for room.
     var waiterCount: Int { waiters.count }
+
+    /// Whether the tail is at its bound: a frame recorded now is refused.
+    var isFull: Bool { unacknowledgedBytes >= limits.maximumUnacknowledgedBytes && !tail.isEmpty }
 
     /// Whether the session is over.
     var isEnded: Bool {
@@ -141,11 +148,9 @@ struct PeerSession<Waiter> {
 
     /// What ``record(_:)`` did with a frame.
     enum Record: Equatable {
-        /// Numbered `sequence` and kept: write it on the connection now.
-        case write(sequence: UInt64)
-        /// Numbered `sequence` and kept: it goes out later (after a resume, or behind the tail).
+        /// Numbered `sequence` and kept until acknowledged; ``takeUnwritten()`` hands it on.
         case kept(sequence: UInt64)
-        /// Not kept: the tail holds `unacknowledgedBytes`, and this frame would take it over the bound.
+        /// Not kept: the tail holds `unacknowledgedBytes`, at or over the bound.
         case full(unacknowledgedBytes: Int)
         /// Not kept: the session ended, for this reason.
         case ended(PeerKitError)
@@ -154,22 +159,34 @@ struct PeerSession<Waiter> {
     /// Numbers a session frame and keeps it until the peer acknowledges it.
     mutating func record(_ frame: ByteBuffer) -> Record {
         if case let .ended(error) = phase { return .ended(error) }
-        let size = frame.readableBytes
-        guard tail.isEmpty || unacknowledgedBytes + size <= limits.maximumUnacknowledgedBytes else {
-            return .full(unacknowledgedBytes: unacknowledgedBytes)
-        }
+        guard !isFull else { return .full(unacknowledgedBytes: unacknowledgedBytes) }
         sent += 1
         tail.append(frame)
-        unacknowledgedBytes += size
-        switch phase {
-        case .active:
-            return .write(sequence: sent)
-        case .flushing:
-            unwritten.append(frame)
-            return .kept(sequence: sent)
-        case .resuming, .suspended, .ended:
-            return .kept(sequence: sent)
-        }
+        unacknowledgedBytes += frame.readableBytes
+        return .kept(sequence: sent)
+    }
+
+    /// Frames to write on the current connection, in order.
+    struct Writes {
+        /// Set when these are the first on the connection since the peer's resume: write
+        /// `peerkit.resend` with this number (the first frame's) before them.
+        var from: UInt64?
+        var frames: [ByteBuffer]
+
+        var isEmpty: Bool { from == nil && frames.isEmpty }
+    }
+
+    /// Takes the frames not yet written on the current connection (only while ``Phase/active``).
+    /// One writer at a time calls this and writes what it returns before calling again, so that
+    /// frames go out in the order they were numbered.
+    mutating func takeUnwritten() -> Writes {
+        guard case .active = phase else { return Writes(from: nil, frames: []) }
+        let from = startsConnection ? acknowledged + UInt64(written) + 1 : nil
+        startsConnection = false
+        guard written < tail.count else { return Writes(from: from, frames: []) }
+        let frames = Array(tail[tail.index(tail.startIndex, offsetBy: written)...])
+        written = tail.count
+        return Writes(from: from, frames: frames)
     }
 
     /// What ``acknowledged(through:)`` decided.
@@ -194,12 +211,15 @@ struct PeerSession<Waiter> {
         return .freed(bytes: bytes, waiters: waiters)
     }
 
-    /// Frees the frames through `count` (at most ``sent``); returns their bytes.
+    /// Frees the frames through `count` (at most ``sent``); returns their bytes. Frames freed
+    /// before they were written on the current connection (the peer got them on one that is
+    /// closing) are not written there.
     private mutating func drop(through count: UInt64) -> Int {
         var freed = 0
         while acknowledged < count, let frame = tail.popFirst() {
             freed += frame.readableBytes
             acknowledged += 1
+            if written > 0 { written -= 1 }
         }
         unacknowledgedBytes -= freed
         return freed
@@ -213,40 +233,44 @@ struct PeerSession<Waiter> {
         case waiting
     }
 
-    /// Leaves `waiter` to be resumed when the tail has room for a frame of `bytes`.
-    mutating func wait(_ waiter: Waiter, bytes: Int) -> Wait {
-        guard !isEnded, !tail.isEmpty, unacknowledgedBytes + bytes > limits.maximumUnacknowledgedBytes else { return .now }
+    /// Leaves `waiter` to be resumed when the tail has room again.
+    mutating func wait(_ waiter: Waiter) -> Wait {
+        guard !isEnded, isFull else { return .now }
         waiters.append(waiter)
         return .waiting
     }
 
     // MARK: Inbound
 
-    /// What ``received(bytes:)`` asks of the driver.
+    /// What ``receive(sequence:bytes:)`` decided about one of the peer's session frames.
     enum Receive: Equatable {
-        /// Send `peerkit.ack` with this count now.
-        case acknowledge(UInt64)
-        /// Arm the acknowledgement timer (it is not armed yet); call ``acknowledgementTimerFired()``.
-        case armAcknowledgementTimer
-        /// Nothing to do: the timer is armed.
-        case none
+        /// Hand it on. Then send `peerkit.ack` with `acknowledge` now, when set, and arm the
+        /// acknowledgement timer when `armTimer`.
+        case deliver(acknowledge: UInt64?, armTimer: Bool)
+        /// Already received (a resent frame that also arrived on a closing connection): drop it.
+        case duplicate
+        /// Frames are missing before it: a protocol violation (a sentence fragment).
+        case gap(String)
     }
 
-    /// One session frame of `bytes` from the peer was handed on, in order. Returns its number and
-    /// what to do about acknowledging it.
-    mutating func received(bytes: Int) -> (sequence: UInt64, action: Receive) {
-        received += 1
-        bytesSinceAcknowledgement += bytes
-        if bytesSinceAcknowledgement >= limits.acknowledgeAfterBytes {
-            return (received, .acknowledge(acknowledgeNow()))
+    /// The peer's session frame number `sequence`, of `bytes`, is to be handed on.
+    mutating func receive(sequence: UInt64, bytes: Int) -> Receive {
+        if sequence <= received { return .duplicate }
+        guard sequence == received + 1 else {
+            return .gap("its session frame \(sequence) came after \(received): frames are missing between them")
         }
-        if acknowledgementTimerArmed { return (received, .none) }
+        received = sequence
+        bytesSinceAcknowledgement += bytes
+        if bytesSinceAcknowledgement >= limits.acknowledgeAfterBytes, case .active = phase {
+            return .deliver(acknowledge: acknowledgeNow(), armTimer: false)
+        }
+        if acknowledgementTimerArmed { return .deliver(acknowledge: nil, armTimer: false) }
         acknowledgementTimerArmed = true
-        return (received, .armAcknowledgementTimer)
+        return .deliver(acknowledge: nil, armTimer: true)
     }
 
     /// The acknowledgement timer fired: the count to acknowledge, or nil when nothing is new
-    /// (or there is no connection to send it on: the resume says it).
+    /// (or the peer is not resumed: its resume says the count).
     mutating func acknowledgementTimerFired() -> UInt64? {
         acknowledgementTimerArmed = false
         guard case .active = phase, received > acknowledgedToPeer else { return nil }
@@ -261,9 +285,9 @@ struct PeerSession<Waiter> {
 
     // MARK: Connections
 
-    /// A new connection to the peer completed its handshake (the session's first, or one after a
-    /// suspension). Returns the count to send in `peerkit.resume`, first on the connection;
-    /// until the peer's resume arrives, frames are kept, not written. Nil when the session ended.
+    /// A connection became the peer's (the session's first, one after a suspension, or one that
+    /// replaced another). Returns the count to send in `peerkit.resume`, first on it; until the
+    /// peer's resume arrives there, nothing is written. Nil when the session ended.
     mutating func connected() -> UInt64? {
         switch phase {
         case .ended:
@@ -271,65 +295,52 @@ struct PeerSession<Waiter> {
         case let .suspended(generation):
             phase = .resuming(generation: generation)
         case .resuming:
-            // A connection that died (or was replaced) before the peer's resume came: the
-            // window timer that runs, if any, goes on.
-            unwritten.removeAll()
-        case .active, .flushing:
-            // A connection replaced another one not yet noticed dead: what was written on that
-            // one and not acknowledged is resent on this one, from what the peer says it got.
-            unwritten.removeAll()
-            generation += 1
-            phase = .resuming(generation: generation)
+            // The window timer that runs, if any, goes on.
+            break
+        case .active:
+            // What was written on the connection it replaces and not acknowledged is written
+            // again on this one, from what the peer says it got.
+            phase = .resuming(generation: 0)
         }
+        written = 0
+        startsConnection = false
         bytesSinceAcknowledgement = 0
         acknowledgedToPeer = received
         return received
     }
 
     /// What ``peerResumed(received:)`` asks of the driver.
-    enum Resumed {
-        /// Write `frames` on the connection, in order, before anything else; then take what was
-        /// recorded meanwhile (``takeUnwritten()``). Cancel the window timer of `generation`.
-        case resend(frames: CircularBuffer<ByteBuffer>, generation: Int)
+    enum Resumed: Equatable {
+        /// Write what ``takeUnwritten()`` returns (the tail the peer did not get, then new
+        /// frames). Cancel the window timer of `generation` (0: none runs).
+        case resumed(generation: Int)
         /// The peer's count is impossible (a protocol violation: a sentence fragment).
         case invalid(String)
     }
 
-    /// The peer's `peerkit.resume` arrived: it received `count` of our session frames.
+    /// The peer's `peerkit.resume` arrived on the current connection: it received `count` of our
+    /// session frames. A count below what it acknowledged already is no violation (an
+    /// acknowledgement on the closing connection overtook it); the tail starts after the higher.
     mutating func peerResumed(received count: UInt64) -> Resumed {
         guard case let .resuming(generation) = phase else {
             return .invalid("it sent peerkit.resume again on a connection that had resumed")
-        }
-        guard count >= acknowledged else {
-            return .invalid("it resumed having received \(count) session frames, fewer than the \(acknowledged) it had acknowledged")
         }
         guard count <= sent else {
             return .invalid("it resumed having received \(count) session frames, but only \(sent) were sent to it")
         }
         _ = drop(through: count)
-        phase = .flushing
-        unwritten.removeAll()
-        return .resend(frames: tail, generation: generation)
-    }
-
-    /// Takes the frames recorded while the tail was resent, to be written after it. Returns an
-    /// empty buffer (and the session is then ``Phase/active``) once nothing is left; call again
-    /// after writing what it returned.
-    mutating func takeUnwritten() -> CircularBuffer<ByteBuffer> {
-        guard case .flushing = phase else { return [] }
-        if unwritten.isEmpty {
-            phase = .active
-            return []
-        }
-        defer { unwritten = [] }
-        return unwritten
+        phase = .active
+        written = 0
+        startsConnection = true
+        return .resumed(generation: generation)
     }
 
     /// What ``suspend()`` asks of the driver.
     enum Suspend: Equatable {
         /// Arm the resume window's timer for `generation`; the peer counts as suspended.
         case armWindowTimer(generation: Int)
-        /// Already suspended (its window runs) or ended: nothing to do.
+        /// The window already runs (a connection died before the peer resumed on it), or the
+        /// session ended: nothing to do.
         case none
     }
 
@@ -338,9 +349,12 @@ struct PeerSession<Waiter> {
         switch phase {
         case .ended, .suspended:
             return .none
-        case .active, .flushing, .resuming:
+        case let .resuming(generation) where generation > 0:
+            phase = .suspended(generation: generation)
+            return .none
+        case .active, .resuming:
             generation += 1
-            unwritten.removeAll()
+            written = 0
             acknowledgementTimerArmed = false
             phase = .suspended(generation: generation)
             return .armWindowTimer(generation: generation)
@@ -366,7 +380,7 @@ struct PeerSession<Waiter> {
         if isEnded { return [] }
         phase = .ended(error)
         tail.removeAll()
-        unwritten.removeAll()
+        written = 0
         unacknowledgedBytes = 0
         defer { waiters = [] }
         return waiters
@@ -375,3 +389,4 @@ struct PeerSession<Waiter> {
 
 extension PeerSession: Sendable where Waiter: Sendable {}
 extension PeerSession.Acknowledged: Sendable where Waiter: Sendable {}
+extension PeerSession.Writes: Sendable {}
