@@ -411,6 +411,9 @@ class Suite:
     def measure_meshes(self):
         binary = str(self.tools / "peerkit")
         sizes = (8, 32, 64) if not self.args.quick else (8, 16)
+        if self.args.only and not any(f"pk.mesh.{count}.".startswith(p) or p.startswith(f"pk.mesh.{count}.")
+                                      for count in sizes for p in self.args.only):
+            return
         try:
             lone = mesh.lone_node_rss(binary, self.service_type())
         except FAILURES as error:
