@@ -19,7 +19,14 @@ struct Hello: Codable, Sendable, Hashable {
         static let groups = "groups"
         /// Large transfers in chunks: `peerkit.resource.*` frames and binary chunk frames.
         static let resources = "resources"
+        /// Resumable sessions: `peerkit.resume`, `peerkit.resend` and `peerkit.ack` frames, and
+        /// the hello's `session` (see ``SessionFrame``). Not listed yet: the connection manager
+        /// does not drive sessions (``PeerSession``) yet.
+        static let resume = "resume"
     }
+
+    /// The longest `session` a hello may carry; a longer (or empty) one means no resume.
+    static let maximumSessionLength = 64
 
     var `protocol`: Int
     var peerID: String
@@ -29,14 +36,25 @@ struct Hello: Codable, Sendable, Hashable {
     /// The optional features the sender speaks (``Feature``); nil (absent) means none. A feature
     /// is used on a connection only when both hellos list it.
     var features: [String]?
+    /// Feature `resume`: this run of the sender (random, new at every start): a peer that comes
+    /// back with another one restarted, and its session is new.
+    var session: String?
 
-    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?, features: [String]? = nil) {
+    init(peerID: String, name: String, serviceType: String, discoveryInfo: [String: String]?, features: [String]? = nil, session: String? = nil) {
         self.protocol = Hello.currentProtocol
         self.peerID = peerID
         self.name = name
         self.serviceType = serviceType
         self.discoveryInfo = discoveryInfo
         self.features = features
+        self.session = session
+    }
+
+    /// The sender's session, when it listed `resume` and sent a usable one (1 to
+    /// ``maximumSessionLength`` bytes).
+    var resumableSession: String? {
+        guard supports(Feature.resume), let session, !session.isEmpty, session.utf8.count <= Self.maximumSessionLength else { return nil }
+        return session
     }
 
     /// Whether the sender listed `feature`.
@@ -45,7 +63,7 @@ struct Hello: Codable, Sendable, Hashable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case `protocol`, peerID, name, serviceType, discoveryInfo, features
+        case `protocol`, peerID, name, serviceType, discoveryInfo, features, session
     }
 
     /// A member name of `discoveryInfo`.
@@ -71,6 +89,7 @@ struct Hello: Codable, Sendable, Hashable {
             }
         }
         try container.encodeIfPresent(features, forKey: .features)
+        try container.encodeIfPresent(session, forKey: .session)
     }
 }
 
