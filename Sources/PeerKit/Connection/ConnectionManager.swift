@@ -1198,7 +1198,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             defer { state.peers[remote.peerID] = record }
             state.queue(.established(connection))
 
-            switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID) {
+            switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID, isQuiet: { $0.isQuiet }) {
             case .connected:
                 if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
                 state.emit(.peerConnected(record.snapshot))

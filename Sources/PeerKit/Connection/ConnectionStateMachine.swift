@@ -361,11 +361,23 @@ struct ConnectionStateMachine {
         }
     }
 
+    /// Whether the connection is open and nothing has arrived on it for a heartbeat interval,
+    /// although the peer answers a ping well within one when the link works (see ``TieBreak``).
+    func isQuiet(now: NIODeadline) -> Bool {
+        guard case .open = state else { return false }
+        return now - lastHeard >= configuration.heartbeatInterval
+    }
+
     /// This side closes the connection (`.stopped` or `.duplicate`): say bye when the handshake
     /// completed, then close once it is sent. A refusal (`.refused`) sends its notice instead and
     /// half-closes, so that the peer can read why; so does `.failed`, which the layer above uses
     /// for a peer it found in breach of a feature's rules or limits.
-    mutating func closeRequested(_ reason: CloseReason) -> Action {
+    ///
+    /// A duplicate (the tie-break's loser) waits for what the peer still sends on it and for the
+    /// peer's own bye (`.awaitPeer`), so that nothing in flight is lost, unless it is quiet at
+    /// `now` (``isQuiet(now:)``): a connection the peer lost, over a link that is gone, brings
+    /// nothing more, and waiting for it would only hold up the peer's frames on the winner.
+    mutating func closeRequested(_ reason: CloseReason, now: NIODeadline? = nil) -> Action {
         guard !isEnding else { return .none }
         if case let .refused(_, notice) = reason {
             state = .closing(delivering: false)
@@ -378,8 +390,9 @@ struct ConnectionStateMachine {
         }
         if case .open = state {
             let duplicate = reason == .duplicate
+            let awaitPeer = duplicate && !(now.map { isQuiet(now: $0) } ?? false)
             state = .closing(delivering: duplicate)
-            return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: duplicate ? .awaitPeer : .close, reason: reason)
+            return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: awaitPeer ? .awaitPeer : .close, reason: reason)
         }
         state = .closing(delivering: false)
         return .close(sending: nil, mode: .close, reason: reason)

@@ -80,6 +80,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var readingPaused = false
         /// Paused (also) because the transceiver's ``InboundBudget`` was spent.
         var pausedByBudget = false
+        /// Nothing arrived for a heartbeat interval, as of the last heartbeat tick.
+        var quiet = false
     }
 
     private let state = NIOLockedValueBox(State())
@@ -105,6 +107,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         self.serviceKey = serviceKey
         self.maximumQueuedInboundBytes = maximumQueuedInboundBytes
         self.remoteDescription = channel.remoteAddress.map(PeerConnection.describe) ?? "an unknown address"
+    }
+
+    /// Whether nothing arrived for a heartbeat interval, as of the last heartbeat tick (a quarter
+    /// of a second ago at most, by default): the link may be gone. A new connection from the same
+    /// peer then wins the tie-break (``TieBreak``).
+    var isQuiet: Bool { state.withLockedValue { $0.quiet } }
+
+    /// Records the heartbeat's view of the connection's silence (on the event loop, every tick).
+    func setQuiet(_ quiet: Bool) {
+        state.withLockedValue { state in
+            if state.quiet != quiet { state.quiet = quiet }
+        }
     }
 
     /// The peer's hello, once the handshake completed.

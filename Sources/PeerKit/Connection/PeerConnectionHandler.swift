@@ -98,6 +98,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             readingPaused: connection.isReadingPaused,
             stalledFor: late > interval ? late : .zero
         )
+        connection.setQuiet(stateMachine.isQuiet(now: now))
         perform(action, context: context)
     }
 
@@ -182,7 +183,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         }
         switch request {
         case let .close(reason):
-            perform(stateMachine.closeRequested(reason), context: context)
+            perform(stateMachine.closeRequested(reason, now: clock.now(on: context.eventLoop)), context: context)
         case let .fail(reason):
             perform(stateMachine.violationReported(reason), context: context)
         case .resumeReading:

@@ -227,6 +227,15 @@ struct ConnectionStateMachineTests {
         #expect(machine.channelClosed() == .none)
     }
 
+    @Test("a quiet duplicate (a link the peer lost) says bye and closes at once: nothing more will come on it")
+    func retiredQuietDuplicate() throws {
+        var machine = try established()
+        // Heard from at `start`; the heartbeat interval is 500 ms.
+        #expect(machine.closeRequested(.duplicate, now: start + .milliseconds(100)) == .close(sending: .bye(reason: "duplicate connection"), mode: .awaitPeer, reason: .duplicate))
+        var quiet = try established()
+        #expect(quiet.closeRequested(.duplicate, now: start + .milliseconds(600)) == .close(sending: .bye(reason: "duplicate connection"), mode: .close, reason: .duplicate))
+    }
+
     @Test("a retired duplicate closes its socket when the peer's own bye arrives: nothing more can come on it")
     func retiredDuplicateClosesOnBye() throws {
         var machine = try established()
@@ -323,6 +332,34 @@ struct TieBreakTests {
     func sameDirection() {
         #expect(!TieBreak.newConnectionWins(existing: .outbound, new: .outbound, localPeerID: "A", remotePeerID: "B"))
         #expect(!TieBreak.newConnectionWins(existing: .inbound, new: .inbound, localPeerID: "A", remotePeerID: "B"))
+    }
+
+    @Test("a new connection replaces a quiet one, whoever dialled either: the peer lost the quiet one")
+    func quietExistingLoses() {
+        for (existing, new) in [(TieBreak.Direction.outbound, TieBreak.Direction.inbound), (.inbound, .outbound), (.outbound, .outbound), (.inbound, .inbound)] {
+            for (local, remote) in [("A", "B"), ("B", "A")] {
+                #expect(TieBreak.newConnectionWins(existing: existing, new: new, localPeerID: local, remotePeerID: remote, existingIsQuiet: true))
+            }
+        }
+    }
+
+    @Test("a connection is quiet once nothing arrived for a heartbeat interval, and not once something does")
+    func quiet() throws {
+        var machine = ConnectionStateMachine(configuration: .init(
+            localHello: Hello(peerID: "A", name: "alpha", serviceType: "chat", discoveryInfo: nil), heartbeatInterval: .milliseconds(500),
+            peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5), maximumQueuedOutboundBytes: 1000, slowPeerGracePeriod: .seconds(10)
+        ))
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        _ = machine.activated(now: start)
+        // Not open yet: a handshake has its own timeout, and no tie-break involves it.
+        #expect(!machine.isQuiet(now: start + .seconds(1)))
+        var hello = ConnectionStateMachine.ControlFrame.hello(Hello(peerID: "B", name: "beta", serviceType: "chat", discoveryInfo: nil)).encode()
+        _ = hello.readInteger(as: UInt32.self)
+        _ = machine.frameReceived(try EnvelopeParser.parse(hello), now: start)
+        #expect(!machine.isQuiet(now: start + .milliseconds(499)))
+        #expect(machine.isQuiet(now: start + .milliseconds(500)))
+        _ = machine.frameReceived(try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"peerkit.pong","replyTo":"ping-1","payload":{}}"#)), now: start + .milliseconds(600))
+        #expect(!machine.isQuiet(now: start + .milliseconds(700)))
     }
 
     @Test("peer IDs compare byte-wise, not by locale")

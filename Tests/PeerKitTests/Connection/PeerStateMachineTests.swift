@@ -86,6 +86,21 @@ struct PeerStateMachineTests {
         #expect(machine.current === outbound)
     }
 
+    @Test("a new connection replaces a quiet one even where the tie-break would keep the quiet one")
+    func quietLoses() {
+        var machine = Machine()
+        let outbound = Connection("out"), inbound = Connection("in")
+        _ = established(&machine, outbound, .outbound)
+        // Seen from "a", its own outbound connection would win; but it went quiet: "b" lost it
+        // (an address changed) and dialled again.
+        guard case let .retire(loser) = machine.established(inbound, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote, isQuiet: { $0 === outbound }) else {
+            Issue.record("no retire"); return
+        }
+        #expect(loser === outbound)
+        #expect(machine.current === inbound)
+        #expect(machine.isConnected)
+    }
+
     @Test("both sides keep the same connection whichever completes first")
     func bothSidesAgree() {
         // Peer a and peer b each see the connection a dialled (a's outbound, b's inbound).
