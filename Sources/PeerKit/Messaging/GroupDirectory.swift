@@ -7,9 +7,10 @@ import NIOCore
 ///
 /// Every connection to a peer that speaks the `groups` feature is greeted with the current
 /// snapshot once the connection manager reports it established, and is sent a new one with every
-/// change until it closes. Both happen under the lock, so each connection gets the snapshots in
-/// the order of their versions and its last one is the current membership. Lock order: this
-/// lock, then a connection's own (``PeerConnection/send(_:urgent:)``, which calls nothing else).
+/// change until it closes. The frames are sent after the lock is released (nothing is called
+/// while holding it), so two changes at once may reach a connection out of order; a peer ignores
+/// a snapshot whose version is not newer than the last it applied (Protocol.md), so what it knows
+/// is the newest membership either way.
 final class GroupDirectory: Sendable {
     private struct State {
         var membership: GroupMembership
@@ -27,24 +28,27 @@ final class GroupDirectory: Sendable {
 
     /// Joins `group` and tells every greeted connection. Joining a group twice does nothing.
     func join(_ group: String) throws(PeerKitError) {
-        let result = state.withLockedValue { state -> Result<Void, GroupMembership.Violation> in
+        let result = state.withLockedValue { state -> Result<Announcement?, GroupMembership.Violation> in
             do throws(GroupMembership.Violation) {
-                if try state.membership.join(group) { Self.announce(state) }
-                return .success(())
+                return .success(try state.membership.join(group) ? Self.announcement(state) : nil)
             } catch {
                 return .failure(error)
             }
         }
-        if case let .failure(violation) = result {
+        switch result {
+        case let .success(announcement):
+            announcement?.send()
+        case let .failure(violation):
             throw .invalidGroup(group, reason: violation.reason)
         }
     }
 
     /// Leaves `group` and tells every greeted connection. Leaving a group not joined does nothing.
     func leave(_ group: String) {
-        state.withLockedValue { state in
-            if state.membership.leave(group) { Self.announce(state) }
+        let announcement = state.withLockedValue { state in
+            state.membership.leave(group) ? Self.announcement(state) : nil
         }
+        announcement?.send()
     }
 
     /// This side's groups, sorted.
@@ -65,12 +69,19 @@ final class GroupDirectory: Sendable {
         }
     }
 
-    private static func announce(_ state: State) {
-        guard !state.greeted.isEmpty else { return }
-        let frame = Self.frame(state.membership.snapshot)
-        for connection in state.greeted.values {
-            connection.send(frame)
+    /// A snapshot and the connections to send it to, taken under the lock and sent after it.
+    private struct Announcement {
+        let frame: ByteBuffer
+        let connections: [PeerConnection]
+
+        func send() {
+            for connection in connections { connection.send(frame) }
         }
+    }
+
+    private static func announcement(_ state: State) -> Announcement? {
+        guard !state.greeted.isEmpty else { return nil }
+        return Announcement(frame: Self.frame(state.membership.snapshot), connections: Array(state.greeted.values))
     }
 
     private static func frame(_ snapshot: GroupSnapshot) -> ByteBuffer {
@@ -84,10 +95,11 @@ final class GroupDirectory: Sendable {
     func greet(_ connection: PeerConnection) {
         guard connection.supports(Hello.Feature.groups) else { return }
         let id = ObjectIdentifier(connection)
-        state.withLockedValue { state in
+        let frame = state.withLockedValue { state in
             state.greeted[id] = connection
-            connection.send(Self.frame(state.membership.snapshot))
+            return Self.frame(state.membership.snapshot)
         }
+        connection.send(frame)
         connection.channel.closeFuture.whenComplete { _ in
             self.state.withLockedValue { _ = $0.greeted.removeValue(forKey: id) }
         }
