@@ -9,6 +9,9 @@ enum NodeCommand: Sendable {
     case leave(String)
     /// `shout GROUP TEXT`: send a `NodeMessage` to the members of GROUP.
     case shout(group: String, text: String)
+    /// `stream COUNT SECONDS PREFIX`: broadcast COUNT messages, PREFIX1 to PREFIXCOUNT, evenly
+    /// over SECONDS, while other commands go on.
+    case stream(count: Int, seconds: Double, prefix: String)
     case peers
     case quit
     case unknown(String)
@@ -25,6 +28,13 @@ enum NodeCommand: Sendable {
             self = .join(String(trimmed.dropFirst("join ".count)))
         } else if trimmed.hasPrefix("leave ") {
             self = .leave(String(trimmed.dropFirst("leave ".count)))
+        } else if trimmed.hasPrefix("stream ") {
+            let parts = trimmed.split(separator: " ")
+            if parts.count == 4, let count = Int(parts[1]), count > 0, let seconds = Double(parts[2]), seconds >= 0 {
+                self = .stream(count: count, seconds: seconds, prefix: String(parts[3]))
+            } else {
+                self = .unknown(trimmed)
+            }
         } else if trimmed.hasPrefix("shout "), let space = trimmed.dropFirst("shout ".count).firstIndex(of: " ") {
             let rest = trimmed.dropFirst("shout ".count)
             self = .shout(group: String(rest[..<space]), text: String(rest[rest.index(after: space)...]))

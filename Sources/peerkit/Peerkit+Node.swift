@@ -17,7 +17,8 @@ extension Peerkit {
             abstract: "Join a service type, print its events as JSON lines and take commands on standard input.",
             discussion: """
             Commands on standard input, one per line: `broadcast TEXT`, `join GROUP`, `leave GROUP`,
-            `shout GROUP TEXT` (to the members of GROUP only), `peers`, `quit`.
+            `shout GROUP TEXT` (to the members of GROUP only), `stream COUNT SECONDS PREFIX` (broadcast
+            PREFIX1 … PREFIXCOUNT evenly over SECONDS; `streamed` reports the end), `peers`, `quit`.
             SIGTERM and SIGINT stop the node gracefully.
             """
         )
@@ -88,36 +89,53 @@ extension Peerkit {
                 throw ExitCode.failure
             }
 
-            for await command in commands.stream {
-                switch command {
-                case let .broadcast(text):
-                    transceiver.broadcast(NodeMessage(text: text))
-                case let .join(group):
-                    do {
-                        try transceiver.join(group)
-                        output.write(["event": "joined", "group": group])
-                    } catch {
-                        output.write(["event": "error", "message": "\(error)"])
+            // Streams run beside the commands, as child tasks; `quit` cancels them.
+            await withDiscardingTaskGroup { streams in
+                for await command in commands.stream {
+                    switch command {
+                    case let .broadcast(text):
+                        transceiver.broadcast(NodeMessage(text: text))
+                    case let .join(group):
+                        do {
+                            try transceiver.join(group)
+                            output.write(["event": "joined", "group": group])
+                        } catch {
+                            output.write(["event": "error", "message": "\(error)"])
+                        }
+                    case let .leave(group):
+                        transceiver.leave(group)
+                        output.write(["event": "left", "group": group])
+                    case let .shout(group, text):
+                        do {
+                            let reached = try await transceiver.send(NodeMessage(text: text), toGroup: group)
+                            output.write(["event": "shouted", "group": group, "peers": reached.map(Self.describe)])
+                        } catch {
+                            output.write(["event": "error", "message": "\(error)"])
+                        }
+                    case let .stream(count, seconds, prefix):
+                        streams.addTask {
+                            let clock = ContinuousClock()
+                            let start = clock.now
+                            for number in 1...count {
+                                // On schedule, whatever each broadcast took: message n goes at (n - 1) / count of the time.
+                                let due = start + .milliseconds(Int(seconds * 1000 * Double(number - 1) / Double(count)))
+                                if due > clock.now { try? await clock.sleep(until: due) }
+                                if Task.isCancelled { return }
+                                transceiver.broadcast(NodeMessage(text: "\(prefix)\(number)"))
+                            }
+                            output.write(["event": "streamed", "prefix": prefix, "count": count])
+                        }
+                    case .peers:
+                        output.write(["event": "peers", "peers": transceiver.availablePeers.map(Self.describe)])
+                    case let .unknown(line):
+                        output.write(["event": "error", "message": "Unknown command \"\(line)\"; use broadcast TEXT, join GROUP, leave GROUP, shout GROUP TEXT, stream COUNT SECONDS PREFIX, peers or quit."])
+                    case .quit:
+                        streams.cancelAll()
+                        await transceiver.shutdown()
+                        // The event task ends after printing the stopped event.
+                        await eventTask.value
+                        return
                     }
-                case let .leave(group):
-                    transceiver.leave(group)
-                    output.write(["event": "left", "group": group])
-                case let .shout(group, text):
-                    do {
-                        let reached = try await transceiver.send(NodeMessage(text: text), toGroup: group)
-                        output.write(["event": "shouted", "group": group, "peers": reached.map(Self.describe)])
-                    } catch {
-                        output.write(["event": "error", "message": "\(error)"])
-                    }
-                case .peers:
-                    output.write(["event": "peers", "peers": transceiver.availablePeers.map(Self.describe)])
-                case let .unknown(line):
-                    output.write(["event": "error", "message": "Unknown command \"\(line)\"; use broadcast TEXT, join GROUP, leave GROUP, shout GROUP TEXT, peers or quit."])
-                case .quit:
-                    await transceiver.shutdown()
-                    // The event task ends after printing the stopped event.
-                    await eventTask.value
-                    return
                 }
             }
         }

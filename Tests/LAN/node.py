@@ -110,6 +110,11 @@ class Node:
                          and (e.get("from") or {}).get("id") == sender_id,
                          timeout, f"the message {text!r}", since)
 
+    def events_since(self, since: int = 0) -> list:
+        """A copy of the events that arrived after the cursor `since`."""
+        with self._lock:
+            return list(self.events[since:])
+
     def count(self, kind: str, since: int = 0, peer_id=None) -> int:
         with self._lock:
             return sum(1 for e in self.events[since:]

@@ -28,6 +28,16 @@ from lan import Lan, ScenarioFailure, random_service_type, wait_until  # noqa: E
 from listr import Listr  # noqa: E402
 from ipv6 import IPv6Scenarios  # noqa: E402
 
+# Scenario 13 (issue 32): A streams this many messages over this long, and B's link is down this long in the middle.
+STREAM_COUNT = 3000
+STREAM_SECONDS = 6.0
+CUT_SECONDS = 5.0
+# The peers are back within this long of the link returning (issue 32).
+RESUME_BOUND = 2.0
+# What a node reports when a peer's link is lost: suspended (a session keeps it), or disconnected (no session).
+LOST_EVENTS = ("peerSuspended", "peerDisconnected")
+
+
 class Scenarios(IPv6Scenarios):
     """The scenarios of issue 5 (plus 0, the LAN itself, and 2b and 7) on an IPv4-only LAN, and those of issue 31
     (8 to 12, in ipv6.py) on a LAN with IPv6 on; each returns its figures as one line."""
@@ -101,6 +111,56 @@ class Scenarios(IPv6Scenarios):
     def scenario_2b(self) -> str:
         """Silent partition: the switch drops A's frames, no carrier change, so no mDNS event helps reconnecting."""
         return self._cut(self.lan.partition, self.lan.heal, "silent partition")
+
+    def scenario_13(self) -> str:
+        """Resumable sessions: B's link goes down for 5 s in the middle of A's stream of 3,000 messages."""
+        service_type = random_service_type()
+        (a, b), _ = self.mesh(service_type, [("A", self.a), ("B", self.b)])
+        mark, a_mark = b.mark(), a.mark()
+        prefix = "r"
+
+        def received() -> list:
+            return [e for e in b.events_since(mark) if e.get("event") == "message" and (e.get("from") or {}).get("id") == a.peer_id
+                    and str(e.get("text", "")).startswith(prefix)]
+
+        a.send(f"stream {STREAM_COUNT} {STREAM_SECONDS} {prefix}")
+        # The cut comes once B has a third of the stream, as in the issue's measurement (from the 2nd second of 6).
+        wait_until(lambda: len(received()) >= STREAM_COUNT // 3, EVENTUALLY, "B receiving the first third of A's stream")
+        before_cut = len(received())
+        cut_at = time.monotonic()
+        self.lan.link_down(self.b)
+        self.restores.append(lambda: self.lan.link_up(self.b))
+        # The gap itself is the stimulus: longer than the peer timeout (2.5 s), shorter than the resume window (30 s).
+        suspended = [node.wait(lambda e, o=other: e.get("event") in LOST_EVENTS and (e.get("peer") or {}).get("id") == o.peer_id,
+                               15, f"reporting {other.name} lost", since).at - cut_at
+                     for node, other, since in ((b, a, mark), (a, b, a_mark))]
+        time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))
+        up_at = time.monotonic()
+        self.lan.link_up(self.b)
+        try:
+            wait_until(lambda: len(received()) >= STREAM_COUNT, EVENTUALLY, f"B receiving all {STREAM_COUNT} messages of A's stream")
+        except ScenarioFailure as failure:
+            raise ScenarioFailure(f"{failure} It has {len(received())} ({before_cut} before the cut).\n{b.story()}") from None
+        a.wait(lambda e: e.get("event") == "streamed", EVENTUALLY, "A's stream ending", a_mark)
+        messages = received()
+        numbers = [int(str(e["text"])[len(prefix):]) for e in messages]
+        if numbers != list(range(1, STREAM_COUNT + 1)):
+            missing = sorted(set(range(1, STREAM_COUNT + 1)) - set(numbers))
+            duplicates = len(numbers) - len(set(numbers))
+            out_of_order = sum(1 for x, y in zip(numbers, numbers[1:]) if y <= x)
+            raise ScenarioFailure(f"B got {len(numbers)} messages of {STREAM_COUNT}: {len(missing)} missing (first "
+                                  f"{missing[:5]}), {duplicates} duplicated, {out_of_order} out of order.\n{b.story()}")
+        # Back: the first message B handled after the link returned (what A sent during the gap, resent on resume).
+        back = min(e.at for e in messages if e.at >= up_at) - up_at
+        within(back, RESUME_BOUND, "B receiving A's stream again after the link returned")
+        for node, other, since in ((b, a, mark), (a, b, a_mark)):
+            if node.count("peerDisconnected", since, other.peer_id):
+                raise ScenarioFailure(f"{node.label} reported {other.label} disconnected during a {CUT_SECONDS:.0f} s gap: "
+                                      f"the session must have kept it (suspended).\n{node.story()}")
+        return (f"{STREAM_COUNT} messages over {STREAM_SECONDS:.0f} s, B's link down for {CUT_SECONDS:.0f} s after "
+                f"{before_cut}: every one delivered once, in order; B and A reported each other suspended after "
+                f"{suspended[0]:.2f} s and {suspended[1]:.2f} s, never disconnected; the stream went on {back:.2f} s "
+                f"after the link returned")
 
     def scenario_3(self) -> str:
         """Peer crash: SIGKILL A's node; B and C report it; a restarted A is reconnected."""
@@ -239,6 +299,8 @@ while True:
 """
 
 SCENARIOS = ["0", "1", "2", "2b", "3", "4", "5", "6", "7"]
+# Resumable sessions (issue 32), on the IPv4-only LAN; run with --only until sessions are on by default.
+SESSION_SCENARIOS = ["13"]
 # Run on a LAN brought up with --ipv6 (scripts/lan-test brings one up after the IPv4-only one).
 IPV6_SCENARIOS = ["8", "9", "10", "11", "12"]
 
@@ -251,11 +313,12 @@ def main() -> int:
                         help="only say (exit status 0) whether the selection has scenarios for this kind of LAN")
     arguments = parser.parse_args()
     selected = arguments.only.split(",")
-    unknown = [name for name in selected if name not in SCENARIOS + IPV6_SCENARIOS]
+    known = SCENARIOS + SESSION_SCENARIOS + IPV6_SCENARIOS
+    unknown = [name for name in selected if name not in known]
     if unknown:
-        parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS + IPV6_SCENARIOS}")
+        parser.error(f"unknown scenario(s) {unknown}; choose from {known}")
     if arguments.needs:
-        kind = IPV6_SCENARIOS if arguments.needs == "ipv6" else SCENARIOS
+        kind = IPV6_SCENARIOS if arguments.needs == "ipv6" else SCENARIOS + SESSION_SCENARIOS
         return 0 if any(name in kind for name in selected) else 1
     arguments.bin = arguments.bin.resolve()
     node_binary = arguments.bin / "peerkit"
