@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness import SLACK, Harness, within
 from lan import ScenarioFailure, random_service_type, wait_until
+from node import BACK
 
 # Every pair connected within this long of the nodes' launch (the issue's bound).
 MESH_BOUND = 5.0
@@ -260,17 +261,17 @@ class IPv6Scenarios(Harness):
         # lost with the dead connection (keeping it across such a gap is the resumable-session
         # feature), so messages are sent only once A is connected again to both.
         def replaced():
-            return all(a.count("peerDisconnected", marks[a], other.peer_id) >= 1 and
-                       a.count("peerConnected", marks[a], other.peer_id) >= 1 for other in (b, c))
+            return all(a.count_lost(marks[a], other.peer_id) >= 1 and a.count_back(marks[a], other.peer_id) >= 1
+                       for other in (b, c))
 
         wait_until(replaced, 60, "A noticing its connections over its old addresses dead and connecting again")
         wait_until(all_connected, 60, "every pair connected after A's addresses changed")
         settled_at = time.monotonic()
-        drops = sum(node.count("peerDisconnected", marks[node]) for node in nodes)
+        drops = sum(node.count_lost(marks[node]) for node in nodes)
         after = settled_at - announced_at
         if drops:
             # Connections over A's old addresses died; they must be back within the bound of the announcement.
-            reconnected = max(e.at for n in nodes for e in n.events[marks[n]:] if e.get("event") == "peerConnected")
+            reconnected = max(e.at for n in nodes for e in n.events_since(marks[n]) if e.get("event") in BACK)
             after = reconnected - announced_at
             try:
                 within(after, ANNOUNCEMENT_BOUND, "reconnecting after A's addresses changed (from avahi's announcement)")
@@ -278,8 +279,8 @@ class IPv6Scenarios(Harness):
                 raise ScenarioFailure("\n".join([str(failure)] + [node.story() for node in nodes])) from None
             for node in nodes:
                 for other in nodes:
-                    if other is not node and node.count("peerConnected", marks[node], other.peer_id) > \
-                            node.count("peerDisconnected", marks[node], other.peer_id):
+                    if other is not node and node.count_back(marks[node], other.peer_id) > \
+                            node.count_lost(marks[node], other.peer_id):
                         raise ScenarioFailure(f"{node.label} connected {other.label} more often than it lost it\n"
                                               f"{node.story()}")
         for node in nodes:
@@ -318,7 +319,7 @@ class IPv6Scenarios(Harness):
         self.restores.append(lambda: subprocess.run(self.lan.command(self.a, "ip", "link", "set", "veth0", "up"),
                                                     capture_output=True))
         for node in (b, c):
-            node.wait_disconnected(a.peer_id, 15, "reporting A gone", marks[node])
+            node.wait_lost(a.peer_id, 15, "reporting A gone", marks[node])
         log_mark = self.avahi_log_mark(self.a)
         up_at = time.monotonic()
         self.ip(self.a, "link", "set", "veth0", "up")
@@ -329,9 +330,9 @@ class IPv6Scenarios(Harness):
 
         wait_until(announced, 30, "A's avahi-daemon registering its addresses again")
         announced_at = time.monotonic()
-        back = [n.wait_connected(lambda p: p.get("id") == a.peer_id, 30, "reconnecting to A", marks[n]).at
+        back = [n.wait_back(lambda p: p.get("id") == a.peer_id, 30, "reconnecting to A", marks[n]).at
                 for n in (b, c)]
-        back += [a.wait_connected(lambda p, o=o: p.get("id") == o.peer_id, 30, f"reconnecting to {o.name}",
+        back += [a.wait_back(lambda p, o=o: p.get("id") == o.peer_id, 30, f"reconnecting to {o.name}",
                                   marks[a]).at for o in (b, c)]
         reconnected = max(back) - announced_at
         within(reconnected, ANNOUNCEMENT_BOUND, "reconnecting after A's interface came back (from avahi's "

@@ -10,6 +10,12 @@ from pathlib import Path
 from lan import Lan, ScenarioFailure, end_process
 
 
+# A peer whose link is lost is reported suspended while a resumable session keeps it (issue 32), disconnected without
+# one; it comes back resumed (the same session) or connected (a new one).
+LOST = ("peerDisconnected", "peerSuspended")
+BACK = ("peerConnected", "peerResumed")
+
+
 class Event(dict):
     """One line of the node's stdout, with `at`: time.monotonic() when the line arrived."""
 
@@ -86,14 +92,15 @@ class Node:
             raise ScenarioFailure(f"{self.label} reported 'started' without a peerID: {dict(event)}")
 
     def connected_ids(self, since: int = 0) -> dict:
-        """Peer id -> the arrival time of its latest peerConnected, for peers connected now (per the events)."""
+        """Peer id -> the arrival time of its latest peerConnected or peerResumed, for peers connected now (per the
+        events: a suspended peer is not)."""
         connected = {}
         with self._lock:
             for event in self.events[since:]:
                 peer = event.get("peer") or {}
-                if event.get("event") == "peerConnected":
+                if event.get("event") in BACK:
                     connected[peer.get("id")] = event.at
-                elif event.get("event") == "peerDisconnected":
+                elif event.get("event") in LOST:
                     connected.pop(peer.get("id"), None)
         return connected
 
@@ -104,6 +111,20 @@ class Node:
     def wait_disconnected(self, peer_id: str, timeout: float, what: str, since: int = 0) -> Event:
         return self.wait(lambda e: e.get("event") == "peerDisconnected" and (e.get("peer") or {}).get("id") == peer_id,
                          timeout, what, since)
+
+    def wait_lost(self, peer_id: str, timeout: float, what: str, since: int = 0) -> Event:
+        """Waits for the peer to be reported suspended or disconnected."""
+        return self.wait(lambda e: e.get("event") in LOST and (e.get("peer") or {}).get("id") == peer_id, timeout, what, since)
+
+    def wait_back(self, predicate_on_peer, timeout: float, what: str, since: int = 0) -> Event:
+        """Waits for a peer to be reported connected or resumed."""
+        return self.wait(lambda e: e.get("event") in BACK and predicate_on_peer(e.get("peer") or {}), timeout, what, since)
+
+    def count_lost(self, since: int = 0, peer_id=None) -> int:
+        return sum(self.count(kind, since, peer_id) for kind in LOST)
+
+    def count_back(self, since: int = 0, peer_id=None) -> int:
+        return sum(self.count(kind, since, peer_id) for kind in BACK)
 
     def wait_message(self, text: str, sender_id: str, timeout: float, since: int = 0) -> Event:
         return self.wait(lambda e: e.get("event") == "message" and e.get("text") == text

@@ -34,8 +34,6 @@ STREAM_SECONDS = 6.0
 CUT_SECONDS = 5.0
 # The peers are back within this long of the link returning (issue 32).
 RESUME_BOUND = 2.0
-# What a node reports when a peer's link is lost: suspended (a session keeps it), or disconnected (no session).
-LOST_EVENTS = ("peerSuspended", "peerDisconnected")
 
 
 class Scenarios(IPv6Scenarios):
@@ -82,10 +80,8 @@ class Scenarios(IPv6Scenarios):
         marks = {node: node.mark() for node in (a, b, c)}
         cut_at = time.monotonic()
         cut(self.a)
-        lost = [node.wait_disconnected(a.peer_id, 15, "reporting A disconnected", marks[node]).at - cut_at
-                for node in others]
-        lost_on_a = [a.wait_disconnected(node.peer_id, 15, f"reporting {node.name} disconnected", marks[a]).at - cut_at
-                     for node in others]
+        lost = [node.wait_lost(a.peer_id, 15, "reporting A lost", marks[node]).at - cut_at for node in others]
+        lost_on_a = [a.wait_lost(node.peer_id, 15, f"reporting {node.name} lost", marks[a]).at - cut_at for node in others]
         within(max(lost), DETECTION_BOUND, "B and C reporting A disconnected")
         within(max(lost_on_a), DETECTION_BOUND, "A reporting B and C disconnected")
         cpu = self.idle_cpu([a, b, c])
@@ -93,10 +89,10 @@ class Scenarios(IPv6Scenarios):
         marks = {node: node.mark() for node in (a, b, c)}
         restored_at = time.monotonic()
         restore(self.a)
-        back = [node.wait_connected(lambda p: p.get("id") == a.peer_id, 30, "reconnecting to A", marks[node]).at
+        back = [node.wait_back(lambda p: p.get("id") == a.peer_id, 30, "reconnecting to A", marks[node]).at
                 - restored_at for node in others]
-        back_on_a = [a.wait_connected(lambda p, n=node: p.get("id") == n.peer_id, 30, f"reconnecting to {node.name}",
-                                      marks[a]).at - restored_at for node in others]
+        back_on_a = [a.wait_back(lambda p, n=node: p.get("id") == n.peer_id, 30, f"reconnecting to {node.name}",
+                                 marks[a]).at - restored_at for node in others]
         within(max(back + back_on_a), RECONNECT_BOUND, "reconnecting after the link came back")
         delivery = self.deliver(a, [b, c], f"A is back ({how})")
         return (f"{how}: B and C reported A gone after {max(lost):.2f} s "
@@ -131,8 +127,8 @@ class Scenarios(IPv6Scenarios):
         self.lan.link_down(self.b)
         self.restores.append(lambda: self.lan.link_up(self.b))
         # The gap itself is the stimulus: longer than the peer timeout (2.5 s), shorter than the resume window (30 s).
-        suspended = [node.wait(lambda e, o=other: e.get("event") in LOST_EVENTS and (e.get("peer") or {}).get("id") == o.peer_id,
-                               15, f"reporting {other.name} lost", since).at - cut_at
+        suspended = [node.wait(lambda e, o=other: e.get("event") == "peerSuspended" and (e.get("peer") or {}).get("id") == o.peer_id,
+                               15, f"reporting {other.name} suspended", since).at - cut_at
                      for node, other, since in ((b, a, mark), (a, b, a_mark))]
         time.sleep(max(0.0, CUT_SECONDS - (time.monotonic() - cut_at)))
         up_at = time.monotonic()
@@ -169,7 +165,7 @@ class Scenarios(IPv6Scenarios):
         marks = {node: node.mark() for node in (b, c)}
         killed_at = time.monotonic()
         a.kill()
-        lost = [node.wait_disconnected(a.peer_id, 15, "reporting the killed A", marks[node]).at - killed_at
+        lost = [node.wait_lost(a.peer_id, 15, "reporting the killed A", marks[node]).at - killed_at
                 for node in (b, c)]
         within(max(lost), DETECTION_BOUND, "B and C reporting the killed A")
         cpu = self.idle_cpu([b, c])
@@ -216,7 +212,7 @@ class Scenarios(IPv6Scenarios):
                    "C's avahi-daemon resolving B again")
         after = self.deliver(c, [a, b], "after B's avahi restarted")
         for node in (a, b, c):
-            drops = node.count("peerDisconnected", marks[node])
+            drops = node.count_lost(marks[node])
             if drops:
                 raise ScenarioFailure(f"{node.label} lost {drops} connection(s) while B's avahi-daemon restarted; "
                                       f"existing connections must carry on.\n{node.story()}")
