@@ -114,11 +114,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// peer then wins the tie-break (``TieBreak``).
     var isQuiet: Bool { state.withLockedValue { $0.quiet } }
 
-    /// Records the heartbeat's view of the connection's silence (on the event loop, every tick).
+    /// Records the heartbeat's view of the connection's silence (on the event loop, when it changes).
     func setQuiet(_ quiet: Bool) {
-        state.withLockedValue { state in
-            if state.quiet != quiet { state.quiet = quiet }
-        }
+        state.withLockedValue { $0.quiet = quiet }
     }
 
     /// The peer's hello, once the handshake completed.

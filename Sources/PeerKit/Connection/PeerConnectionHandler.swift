@@ -33,6 +33,9 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var heartbeatRegistration: HeartbeatTicker.Registration?
     /// When the heartbeat last ticked, to notice a tick delayed by a busy event loop.
     private var lastTick: NIODeadline?
+    /// What the connection was last told of its silence (``PeerConnection/setQuiet(_:)``): it is
+    /// told again only when that changes, not at every tick.
+    private var reportedQuiet = false
     /// A `read` that arrived while reading was paused, to be passed on when it resumes.
     private var readHeldBack = false
     private let metrics: PeerMetrics
@@ -98,7 +101,11 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             readingPaused: connection.isReadingPaused,
             stalledFor: late > interval ? late : .zero
         )
-        connection.setQuiet(stateMachine.isQuiet(now: now))
+        let quiet = stateMachine.isQuiet(now: now)
+        if quiet != reportedQuiet {
+            reportedQuiet = quiet
+            connection.setQuiet(quiet)
+        }
         perform(action, context: context)
     }
 
