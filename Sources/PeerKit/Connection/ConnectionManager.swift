@@ -54,7 +54,21 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var clock: PeerClock = .continuous
         /// Where channels come from instead of TCP (``PeerConfiguration/transport``).
         var transport: (any PeerTransport)?
+        /// Resumable sessions (feature `resume`); nil: off (``PeerConfiguration/resumesSessions``).
+        var sessions: Sessions?
     }
+
+    /// How resumable sessions are kept (``PeerConfiguration/sessionResumeWindow``,
+    /// ``PeerConfiguration/maximumUnacknowledgedBytes``).
+    struct Sessions: Sendable {
+        var window: Duration
+        var maximumUnacknowledgedBytes: Int
+        /// This run of the transceiver, sent in the hello: a peer that sees another one knows we restarted.
+        var incarnation = UUID().uuidString
+    }
+
+    /// A peer's session in the manager: a sender waiting for acknowledgements leaves a continuation.
+    typealias Session = PeerSession<CheckedContinuation<Void, Never>>
 
     private struct PeerRecord {
         var peer: Peer
@@ -69,17 +83,33 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// on the loser: handled once the loser closed, after what came on it
         /// (``PeerStateMachine/holdsInbound(from:)``). Bounded by the winner's inbound limit,
         /// which stops reading from it.
-        var heldInbound: [(envelope: Envelope, connection: PeerConnection)] = []
+        var heldInbound: [(envelope: Envelope, connection: PeerConnection, sequence: UInt64?)] = []
         /// Set while a thread hands ``heldInbound`` on; messages arriving meanwhile join it.
         var releasingInbound = false
+        /// The resumable session with the peer (feature `resume`), once a connection negotiated it.
+        var session: Session?
+        /// Set while a thread writes the session's unwritten frames (one writer keeps their order).
+        var sessionPumping = false
+        /// The resume window's timer while the peer is suspended, by the window's generation.
+        var windowTimer: (generation: Int, timer: PeerTimer)?
+        /// The number of the next session frame from the peer on each connection (set by its
+        /// `peerkit.resend`).
+        var inboundNext: [ObjectIdentifier: UInt64] = [:]
 
         /// The connection frames for the peer go to now (nil while it switches connections).
         var active: PeerConnection? { link.current }
 
-        var isAvailable: Bool { link.isConnected || !serviceKeys.isEmpty }
+        /// Whether the peer has a session that has not ended (it may be suspended).
+        var hasLiveSession: Bool { session.map { !$0.isEnded } ?? false }
+
+        /// Whether the peer counts as connected: it has a connection, switches to one, or is
+        /// suspended within its resume window.
+        var isConnected: Bool { link.isConnected || hasLiveSession }
+
+        var isAvailable: Bool { isConnected || !serviceKeys.isEmpty }
 
         var snapshot: Peer {
-            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: link.isConnected, fingerprint: peer.fingerprint)
+            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: isConnected, fingerprint: peer.fingerprint)
         }
     }
 
@@ -176,6 +206,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// Messages held for a peer that disconnected before they were handed on: credited back
         /// to their connections' inbound limits outside the lock (``withState(_:)``).
         var droppedInbound: [(envelope: Envelope, connection: PeerConnection)] = []
+        /// Senders waiting on a session (for acknowledgements) to resume once the lock is released.
+        var waitersToResume: [CheckedContinuation<Void, Never>] = []
         /// Events waiting to be delivered, in order, and whether a thread is delivering them.
         var events: [ConnectionEvent] = []
         var delivering = false
@@ -208,7 +240,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
-        var initial = State(localHello: configuration.localHello, maximumConnections: configuration.maximumConnections)
+        var hello = configuration.localHello
+        if let sessions = configuration.sessions {
+            hello.features = (hello.features ?? []) + [Hello.Feature.resume]
+            hello.session = sessions.incarnation
+        }
+        var initial = State(localHello: hello, maximumConnections: configuration.maximumConnections)
         initial.pendingHandshakes = HandshakeSlots(limits: .init(total: configuration.maximumPendingHandshakes, perSource: configuration.maximumPendingHandshakesPerAddress))
         self.state = NIOLockedValueBox(initial)
         self.group = group
@@ -232,15 +269,17 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Runs `body` with the state locked, then delivers the events it queued.
     @discardableResult
     private func withState<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        let (result, dropped, cancel, arm) = try state.withLockedValue { state in
+        let (result, dropped, cancel, arm, resume) = try state.withLockedValue { state in
             let result = try body(&state)
             defer {
                 state.droppedInbound = []
                 state.timersToCancel = []
                 state.retriesToArm = []
+                state.waitersToResume = []
             }
-            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm)
+            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm, state.waitersToResume)
         }
+        for waiter in resume { waiter.resume() }
         for (envelope, connection) in dropped { connection.inboundDropped(envelope) }
         for timer in cancel { timer.cancel() }
         for retry in arm { armRetry(retry) }
@@ -398,8 +437,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             var removed = false
             for var record in state.peers.values {
                 if let (_, timer) = record.switchTimer { timers.append(timer) }
-                if record.link.isConnected { state.emit(.peerDisconnected(record.snapshot, reason: nil)) }
+                if let (_, timer) = record.windowTimer { timers.append(timer) }
+                if record.isConnected { state.emit(.peerDisconnected(record.snapshot, reason: nil)) }
                 waiters += record.link.stop()
+                waiters += record.session?.end(.notRunning) ?? []
                 state.emit(.peerRemoved(record.snapshot))
                 removed = true
             }
@@ -425,13 +466,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// Whether the peer is connected (also while it switches to a tie-break's winner).
     func isConnected(_ peerID: String) -> Bool {
-        state.withLockedValue { $0.peers[peerID]?.link.isConnected ?? false }
+        state.withLockedValue { $0.peers[peerID]?.isConnected ?? false }
     }
 
     /// The peer, when it is connected (also while it switches to a tie-break's winner).
     func connectedPeer(_ peerID: String) -> Peer? {
         state.withLockedValue { state in
-            state.peers[peerID].flatMap { $0.link.isConnected ? $0.snapshot : nil }
+            state.peers[peerID].flatMap { $0.isConnected ? $0.snapshot : nil }
         }
     }
 
@@ -478,6 +519,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     ///   ended badly and recently), or ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``
     ///   when it did not read for the grace period (it is then disconnected).
     func send(_ frame: ByteBuffer, to peer: Peer) async throws(PeerKitError) {
+        if configuration.sessions != nil, try await sendInSession(frame, to: peer) { return }
         var refusedBy: PeerConnection?
         while true {
             let destination = state.withLockedValue { state -> PeerLink.Destination in
@@ -512,6 +554,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// to read it).
     @discardableResult
     func sendWithoutWaiting(_ frame: ByteBuffer, to peerID: String) -> Bool {
+        if configuration.sessions != nil, let sent = sendInSessionWithoutWaiting(frame, to: peerID) { return sent }
         var refusedBy: PeerConnection?
         while true {
             let route = state.withLockedValue { state -> PeerLink.Route in
@@ -539,7 +582,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// and its further requests wait unread.
     func outboxState(of peerID: String) -> OutboxState {
         let link = state.withLockedValue { state -> (PeerConnection?, Int)? in
-            guard state.running, let record = state.peers[peerID], record.link.isConnected else { return nil }
+            guard state.running, let record = state.peers[peerID], record.isConnected else { return nil }
+            if let session = record.session, session.isFull { return (nil, .max) }
             return (record.active, record.link.heldBytes)
         }
         guard let (connection, held) = link else { return .disconnected }
@@ -555,11 +599,23 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     func broadcast(_ frame: ByteBuffer) -> Int {
         let limit = configuration.maximumQueuedOutboundBytes
         var overflowed: [(peerID: String, connection: PeerConnection?, queued: Int)] = []
-        let (targets, held) = state.withLockedValue { state -> ([(String, PeerConnection)], Int) in
+        var pumps: [String] = []
+        var sessionFailures: [PeerConnection] = []
+        let (targets, held) = withState { state -> ([(String, PeerConnection)], Int) in
             var targets: [(String, PeerConnection)] = []
             var held = 0
             for id in state.peers.keys {
                 guard var record = state.peers[id] else { continue }
+                if record.session != nil {
+                    switch recordSessionFrame(frame, for: id, canWait: false, state: &state) {
+                    case let .kept(pump, _):
+                        held += 1
+                        if pump { pumps.append(id) }
+                    case let .refuse(close): if let close { sessionFailures.append(close) }
+                    case .full, .failed, .noSession, .notConnected: break
+                    }
+                    continue
+                }
                 switch record.link.route(frame, limit: limit) {
                 case let .send(connection): targets.append((id, connection))
                 case .held: held += 1
@@ -570,6 +626,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             }
             return (targets, held)
         }
+        for id in pumps { pumpSession(of: id) }
+        for connection in sessionFailures { connection.requestClose(.failed(sessionBoundFailure())) }
         var sent = held
         for (id, connection) in targets {
             switch connection.enqueue(frame, below: limit) {
@@ -644,7 +702,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// Peers that are connected.
     func connectedPeers() -> [Peer] {
-        state.withLockedValue { $0.peers.values.filter(\.link.isConnected).map(\.snapshot).sorted(by: Self.byName) }
+        state.withLockedValue { $0.peers.values.filter(\.isConnected).map(\.snapshot).sorted(by: Self.byName) }
     }
 
     private static func available(_ state: State) -> [Peer] {
@@ -1174,6 +1232,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// The peer on `connection` completed its handshake and was admitted: it is connected.
     private func admitted(_ connection: PeerConnection, remote: Hello) {
         var switched: (waiters: [CheckedContinuation<Void, Never>], timer: PeerTimer?)?
+        var resume: (frame: ByteBuffer, resumed: Bool)?
         var tieBreak: (peer: Peer, newWins: Bool)?
         let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
             guard state.running else { return (nil, nil) }
@@ -1195,13 +1254,24 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             info.merge(remote.discoveryInfo ?? [:]) { _, hello in hello }
             record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: info, isConnected: true, fingerprint: connection.peer?.fingerprint)
             if let key = connection.serviceKey, state.services[key] != nil { record.serviceKeys.insert(key) }
+            let suspended = sessionArrives(on: connection, remote: remote, record: &record, state: &state)
             defer { state.peers[remote.peerID] = record }
             state.queue(.established(connection))
+            // Feature resume: every connection starts with peerkit.resume; the one that becomes
+            // the peer's writes no session frame until the peer's resume arrives on it.
+            defer {
+                if var session = record.session {
+                    let count = record.link.current === connection ? session.connected() : session.received
+                    record.session = session
+                    if let count { resume = (SessionFrame.resume(received: count).encode(), suspended) }
+                }
+            }
 
             switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID, isQuiet: { $0.isQuiet }) {
             case .connected:
+                // A suspended peer is back: it was connected all along, for the user.
                 if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
-                state.emit(.peerConnected(record.snapshot))
+                if !suspended { state.emit(.peerConnected(record.snapshot)) }
                 state.peers[remote.peerID] = record
                 state.emit(.availablePeersChanged(Self.available(state)))
                 return (nil, reached)
@@ -1219,6 +1289,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 switched = (waiters, timer)
                 return (nil, reached)
             }
+        }
+        if let resume {
+            connection.send(resume.frame)
+            if resume.resumed { logger.notice("\(connection) is back within its resume window; what it did not receive is sent again.") }
         }
         if let tieBreak, let retired {
             logger.debug("Two connections to \(tieBreak.peer); keeping the \(tieBreak.newWins ? "new" : "existing") one.")
@@ -1273,6 +1347,25 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             return
         }
         guard !configuration.admission.hold(envelope, on: connection) else { return }
+        if configuration.sessions != nil, connection.remote?.resumableSession != nil {
+            let control: SessionFrame?
+            do throws(ConnectionStateMachine.Failure) {
+                control = try SessionFrame.parse(envelope)
+            } catch {
+                connection.inboundDropped(envelope)
+                connection.requestClose(.failed(error))
+                return
+            }
+            if let control {
+                connection.inboundDropped(envelope)
+                sessionControl(control, on: connection, from: peer)
+                return
+            }
+            if SessionFrame.isNumbered(envelope) {
+                receiveNumbered(envelope, on: connection, from: peer)
+                return
+            }
+        }
         if envelope.type.hasPrefix(EnvelopeType.resourcePrefix) {
             resourcesBox.withLockedValue { $0 }?.received(envelope, from: peer, on: connection)
             return
@@ -1283,7 +1376,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             let held = state.withLockedValue { state -> Bool in
                 guard var record = state.peers[peer.id],
                       record.releasingInbound || record.link.holdsInbound(from: connection) else { return false }
-                record.heldInbound.append((envelope, connection))
+                record.heldInbound.append((envelope, connection, nil))
                 state.peers[peer.id] = record
                 return true
             }
@@ -1313,6 +1406,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         // redialled until the peer is discovered again, and logged once per host and episode.
         let refused = error?.isSecurityRefusal == true
         var armSwitch: (peerID: String, generation: Int)?
+        var armWindow: (peerID: String, generation: Int)?
         let redialKey = withState { state -> String? in
             let id = ObjectIdentifier(connection)
             state.connections[id] = nil
@@ -1324,6 +1418,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 return refused ? nil : connection.serviceKey
             }
             guard var record = state.peers[remote.peerID] else { return nil }
+            record.inboundNext[ObjectIdentifier(connection)] = nil
+            state.peers[remote.peerID] = record
             switch record.link.closed(connection, byeDuplicate: reason == .peerSaidBye(reason: Bye.duplicateConnection)) {
             case .ignored:
                 // A tie-break's loser (or a connection never used): nothing changes for the peer.
@@ -1332,8 +1428,23 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 // The peer kept another connection to us; it is being established.
                 state.peers[remote.peerID] = record
                 armSwitch = (remote.peerID, generation)
+            case .disconnected where record.hasLiveSession && Self.suspends(reason):
+                // Feature resume: the peer is suspended, not disconnected; redialled as usual.
+                if var session = record.session, case let .armWindowTimer(generation) = session.suspend() {
+                    record.session = session
+                    armWindow = (remote.peerID, generation)
+                }
+                state.peers[remote.peerID] = record
+                scheduleRedial(record.serviceKeys, state: &state)
             case .disconnected:
                 if let error { state.rememberFailure(error, of: remote.peerID) }
+                if var session = record.session {
+                    state.waitersToResume += session.end(error ?? .connectionClosed(peer: record.peer.name))
+                    record.session = nil
+                    record.inboundNext = [:]
+                    if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+                    record.windowTimer = nil
+                }
                 disconnected(&record, reason: error, state: &state)
                 if !refused, state.peers[remote.peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
             }
@@ -1350,6 +1461,20 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 return true
             }
             if !armed { timer.cancel() }
+        }
+        if let (peerID, generation) = armWindow, let sessions = configuration.sessions {
+            let timer = configuration.clock.schedule(on: timerLoop, in: sessions.window) {
+                self.windowExpired(peerID: peerID, generation: generation)
+            }
+            let armed = state.withLockedValue { state -> Bool in
+                guard var record = state.peers[peerID], record.session?.isSuspended == true else { return false }
+                record.windowTimer = (generation, timer)
+                state.peers[peerID] = record
+                return true
+            }
+            if !armed { timer.cancel() }
+            logger.notice("\(connection) is unreachable (\(error?.description ?? "its connection closed")); it stays connected for \(sessions.window.peerKitSeconds) (PeerConfiguration.sessionResumeWindow) while it is redialled, and what is sent to it waits, up to \(sessions.maximumUnacknowledgedBytes) bytes.")
+            return
         }
         if let redialKey {
             // A dial whose handshake failed: the back-off logs the episode once.
@@ -1409,7 +1534,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// unless discovery still knows it. Call with the lock held; it only changes state.
     private func disconnected(_ record: inout PeerRecord, reason: PeerKitError?, state: inout State) {
         let peerID = record.peer.id
-        state.droppedInbound += record.heldInbound
+        state.droppedInbound += record.heldInbound.map { ($0.envelope, $0.connection) }
         record.heldInbound = []
         state.emit(.peerDisconnected(record.snapshot, reason: reason))
         if record.serviceKeys.isEmpty {
@@ -1437,7 +1562,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     private func releaseInbound(of peerID: String) {
         let sink = messagesBox.withLockedValue { $0 }
         while true {
-            let held = state.withLockedValue { state -> [(envelope: Envelope, connection: PeerConnection)]? in
+            var armTimer = false
+            var violations: [(PeerConnection, String)] = []
+            let held = state.withLockedValue { state -> [(envelope: Envelope, connection: PeerConnection, deliver: Bool)]? in
                 guard var record = state.peers[peerID] else { return nil }
                 defer { state.peers[peerID] = record }
                 guard !record.heldInbound.isEmpty else {
@@ -1446,17 +1573,386 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 }
                 record.releasingInbound = true
                 defer { record.heldInbound = [] }
-                return record.heldInbound
+                return record.heldInbound.map { held in
+                    guard let sequence = held.sequence else { return (held.envelope, held.connection, true) }
+                    switch Self.takeNumbered(sequence, of: held.envelope, into: &record) {
+                    case let .deliver(_, arm):
+                        armTimer = armTimer || arm
+                        return (held.envelope, held.connection, true)
+                    case .drop:
+                        return (held.envelope, held.connection, false)
+                    case let .violation(reason):
+                        violations.append((held.connection, reason))
+                        return (held.envelope, held.connection, false)
+                    }
+                }
             }
             guard let held else { return }
-            for (envelope, connection) in held {
-                if let sink, let peer = connection.peer {
+            if armTimer { armAcknowledgementTimer(for: peerID) }
+            for (connection, reason) in violations { connection.fail(reason) }
+            for (envelope, connection, deliver) in held {
+                if deliver, let sink, let peer = connection.peer {
                     sink.enqueue(envelope, from: peer, on: connection)
                 } else {
                     connection.inboundDropped(envelope)
                 }
             }
         }
+    }
+
+    // MARK: Sessions (feature resume)
+
+    /// Whether a connection that ended for `reason` suspends its peer's session instead of
+    /// disconnecting it: the link died (silence, a reset, a close without bye), nobody chose to end it.
+    static func suspends(_ reason: ConnectionStateMachine.CloseReason) -> Bool {
+        switch reason {
+        case .connectionLost, .transportError, .failed(.timedOut): return true
+        default: return false
+        }
+    }
+
+    /// Sets up `record`'s session for a connection whose handshake completed: the same session
+    /// when the same run of the same authenticated peer comes back, else a new one (what was
+    /// pending for a restarted peer fails, and it is reported disconnected first when it was
+    /// suspended). Returns whether the peer was suspended and now resumes. Call with the lock held.
+    private func sessionArrives(on connection: PeerConnection, remote: Hello, record: inout PeerRecord, state: inout State) -> Bool {
+        guard let sessions = configuration.sessions else { return false }
+        let incarnation = remote.resumableSession
+        let fingerprint = connection.peer?.fingerprint
+        if let session = record.session, !session.isEnded,
+           let incarnation, session.continues(incarnation: incarnation, fingerprint: fingerprint) {
+            return !record.link.isConnected
+        }
+        if var old = record.session {
+            // Another run of the peer (or one without the feature now): a new session.
+            let error = PeerKitError.peerRestarted(peer: record.peer.name)
+            let wasSuspended = !old.isEnded && !record.link.isConnected
+            state.waitersToResume += old.end(error)
+            record.session = nil
+            record.inboundNext = [:]
+            if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+            record.windowTimer = nil
+            state.rememberFailure(error, of: record.peer.id)
+            if wasSuspended { state.emit(.peerDisconnected(record.snapshot, reason: error)) }
+        }
+        if let incarnation {
+            record.session = Session(limits: .init(maximumUnacknowledgedBytes: sessions.maximumUnacknowledgedBytes), remoteIncarnation: incarnation, fingerprint: fingerprint)
+        }
+        return false
+    }
+
+    /// What recording a session frame for a peer decided.
+    private enum SessionSend {
+        /// The peer has no session: the frame goes as without the feature.
+        case noSession
+        /// The transceiver stopped, or the peer is unknown.
+        case notConnected
+        /// Kept until acknowledged; the caller claimed the writer when `pump`.
+        case kept(pump: Bool, current: PeerConnection?)
+        /// At the bound while the peer is connected: a sender that can wait waits for acknowledgements.
+        case full
+        /// At the bound while the peer is connected, for a frame that cannot wait: close
+        /// `close` as failed (``sessionBoundFailure()``).
+        case refuse(close: PeerConnection?)
+        /// The session ended (or was ended now: the peer is disconnected): throw this.
+        case failed(PeerKitError)
+    }
+
+    /// Numbers `frame` in the peer's session and keeps it. Call with the lock held.
+    private func recordSessionFrame(_ frame: ByteBuffer, for peerID: String, canWait: Bool, state: inout State) -> SessionSend {
+        guard state.running, var record = state.peers[peerID] else { return .notConnected }
+        guard var session = record.session else { return .noSession }
+        switch session.record(frame) {
+        case .kept:
+            record.session = session
+            var pump = false
+            if !record.sessionPumping {
+                record.sessionPumping = true
+                pump = true
+            }
+            state.peers[peerID] = record
+            return .kept(pump: pump, current: record.link.current)
+        case let .full(bytes):
+            if record.link.isConnected { return canWait ? .full : .refuse(close: record.link.current) }
+            // Suspended: the peer is disconnected, and what was pending throws why.
+            let error = PeerKitError.sessionBufferFull(peer: record.peer.name, unacknowledgedBytes: bytes, limit: session.limits.maximumUnacknowledgedBytes)
+            endSession(&record, error: error, state: &state)
+            return .failed(error)
+        case let .ended(error):
+            return .failed(error)
+        }
+    }
+
+    /// Ends `record`'s session with `error` and reports the peer disconnected with it (the peer
+    /// has no connection). Call with the lock held.
+    private func endSession(_ record: inout PeerRecord, error: PeerKitError, state: inout State) {
+        guard var session = record.session else { return }
+        state.waitersToResume += session.end(error)
+        record.session = nil
+        record.inboundNext = [:]
+        if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+        record.windowTimer = nil
+        state.rememberFailure(error, of: record.peer.id)
+        disconnected(&record, reason: error, state: &state)
+    }
+
+    /// The failure a peer is disconnected with when it does not acknowledge what was sent to it.
+    private func sessionBoundFailure() -> ConnectionStateMachine.Failure {
+        .limitExceeded("it did not acknowledge what was sent to it: \(configuration.sessions?.maximumUnacknowledgedBytes ?? 0) bytes waited for its acknowledgement, the limit (PeerConfiguration.maximumUnacknowledgedBytes)")
+    }
+
+    /// ``send(_:to:)`` for a peer with a session. Returns false when it has none.
+    private func sendInSession(_ frame: ByteBuffer, to peer: Peer) async throws(PeerKitError) -> Bool {
+        while true {
+            switch withState({ recordSessionFrame(frame, for: peer.id, canWait: true, state: &$0) }) {
+            case .noSession, .notConnected:
+                return false
+            case let .kept(pump, current):
+                if pump { pumpSession(of: peer.id) }
+                // Paced like a socket, as without a session.
+                if let current, current.queuedOutboundBytes >= PeerConnection.outboxHighWatermark {
+                    do {
+                        try await current.waitForRoom(grace: configuration.slowPeerGracePeriod, limit: configuration.maximumQueuedOutboundBytes)
+                    } catch where error.code == .peerTooSlow {
+                        throw error
+                    } catch {
+                        // The connection died: the frame is kept by the session, for the resume.
+                    }
+                }
+                return true
+            case .full, .refuse:
+                await waitForAcknowledgements(of: peer.id)
+            case let .failed(error):
+                throw error
+            }
+        }
+    }
+
+    /// ``sendWithoutWaiting(_:to:)`` for a peer with a session. Nil when it has none.
+    private func sendInSessionWithoutWaiting(_ frame: ByteBuffer, to peerID: String) -> Bool? {
+        switch withState({ recordSessionFrame(frame, for: peerID, canWait: false, state: &$0) }) {
+        case .noSession, .notConnected:
+            return nil
+        case let .kept(pump, _):
+            if pump { pumpSession(of: peerID) }
+            return true
+        case let .refuse(close):
+            close?.requestClose(.failed(sessionBoundFailure()))
+            return false
+        case .full, .failed:
+            return false
+        }
+    }
+
+    /// Waits until the peer's acknowledgements make room in its session (or the session ends).
+    /// A peer that acknowledges nothing for ``Configuration/slowPeerGracePeriod`` meanwhile is
+    /// disconnected (``acknowledgementsOverdue(of:since:)``).
+    private func waitForAcknowledgements(of peerID: String) async {
+        guard let before = state.withLockedValue({ $0.peers[peerID]?.session?.acknowledged }) else { return }
+        let timer = configuration.clock.schedule(on: timerLoop, in: .nanoseconds(configuration.slowPeerGracePeriod.nanoseconds)) {
+            self.acknowledgementsOverdue(of: peerID, since: before)
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waiting = state.withLockedValue { state -> Bool in
+                guard state.running, var record = state.peers[peerID], var session = record.session,
+                      case .waiting = session.wait(continuation) else { return false }
+                record.session = session
+                state.peers[peerID] = record
+                return true
+            }
+            if !waiting { continuation.resume() }
+        }
+        timer.cancel()
+    }
+
+    /// A sender waited the grace period for acknowledgements: when none came, the peer is
+    /// disconnected (its connection failed, or, suspended, its session ended).
+    private func acknowledgementsOverdue(of peerID: String, since before: UInt64) {
+        let close = withState { state -> PeerConnection? in
+            guard state.running, var record = state.peers[peerID], let session = record.session,
+                  session.isFull, session.acknowledged == before else { return nil }
+            if record.link.isConnected { return record.link.current }
+            let error = PeerKitError.sessionBufferFull(peer: record.peer.name, unacknowledgedBytes: session.unacknowledgedBytes, limit: session.limits.maximumUnacknowledgedBytes)
+            endSession(&record, error: error, state: &state)
+            return nil
+        }
+        close?.requestClose(.failed(sessionBoundFailure()))
+    }
+
+    /// Writes the session's unwritten frames of `peerID` on its current connection, in order,
+    /// until none is left; the caller claimed the writer (``PeerRecord/sessionPumping``), so
+    /// frames go out in the order they were numbered.
+    private func pumpSession(of peerID: String) {
+        while true {
+            let next = state.withLockedValue { state -> (PeerConnection, Session.Writes)? in
+                guard var record = state.peers[peerID] else { return nil }
+                defer { state.peers[peerID] = record }
+                guard var session = record.session, let current = record.link.current else {
+                    record.sessionPumping = false
+                    return nil
+                }
+                let writes = session.takeUnwritten()
+                record.session = session
+                guard !writes.isEmpty else {
+                    record.sessionPumping = false
+                    return nil
+                }
+                return (current, writes)
+            }
+            guard let (connection, writes) = next else { return }
+            if let from = writes.from { connection.send(SessionFrame.resend(from: from).encode()) }
+            // A connection that ended refuses them: they stay in the session, for the resume.
+            for frame in writes.frames { _ = connection.enqueue(frame, below: nil) }
+        }
+    }
+
+    /// A `peerkit.resume`, `peerkit.resend` or `peerkit.ack` from the peer on `connection`.
+    private func sessionControl(_ frame: SessionFrame, on connection: PeerConnection, from peer: Peer) {
+        var violation: String?
+        var pump = false
+        var resent = 0
+        withState { state in
+            guard var record = state.peers[peer.id], var session = record.session else { return }
+            defer {
+                record.session = session
+                state.peers[peer.id] = record
+            }
+            switch frame {
+            case let .resume(received) where record.link.current === connection && !session.isSuspended && session.phase != .active:
+                switch session.peerResumed(received: received) {
+                case .resumed:
+                    if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+                    record.windowTimer = nil
+                    resent = session.unacknowledgedCount
+                    if !record.sessionPumping {
+                        record.sessionPumping = true
+                        pump = true
+                    }
+                case let .invalid(reason):
+                    violation = reason
+                }
+            case let .resume(received), let .ack(received):
+                // On a connection that is not the peer's (a tie-break's), a resume acknowledges.
+                switch session.acknowledged(through: received) {
+                case let .freed(_, waiters): state.waitersToResume += waiters
+                case .stale: break
+                case let .invalid(reason): violation = reason
+                }
+            case let .resend(from):
+                guard from >= 1 else {
+                    violation = "its peerkit.resend names session frame 0, and they are numbered from 1"
+                    return
+                }
+                record.inboundNext[ObjectIdentifier(connection)] = from
+            }
+        }
+        if let violation { connection.fail(violation) }
+        if resent > 0 { logger.debug("Resending \(resent) session frames to \(peer) that it did not acknowledge.") }
+        if pump { pumpSession(of: peer.id) }
+    }
+
+    /// What the session decided about one of the peer's numbered frames.
+    private enum Numbered {
+        /// Hand it on; acknowledge `acknowledge` now, arm the acknowledgement timer when `armTimer`.
+        case deliver(acknowledge: UInt64?, armTimer: Bool)
+        /// A duplicate (or the peer has no session any more): drop it.
+        case drop
+        /// A gap: the peer broke the protocol.
+        case violation(String)
+    }
+
+    /// Takes the peer's session frame `sequence` into `record`'s session. Call with the lock held.
+    private static func takeNumbered(_ sequence: UInt64, of envelope: Envelope, into record: inout PeerRecord) -> Numbered {
+        guard var session = record.session else { return .drop }
+        defer { record.session = session }
+        switch session.receive(sequence: sequence, bytes: envelope.payload.readableBytes + envelope.type.utf8.count) {
+        case let .deliver(acknowledge, armTimer): return .deliver(acknowledge: acknowledge, armTimer: armTimer)
+        case .duplicate: return .drop
+        case let .gap(reason): return .violation(reason)
+        }
+    }
+
+    /// A numbered frame (a message, request or reply) from a peer with a session.
+    private func receiveNumbered(_ envelope: Envelope, on connection: PeerConnection, from peer: Peer) {
+        var held = false
+        let outcome = withState { state -> Numbered in
+            guard var record = state.peers[peer.id], record.session != nil else { return .drop }
+            defer { state.peers[peer.id] = record }
+            let id = ObjectIdentifier(connection)
+            guard let sequence = record.inboundNext[id] else {
+                return .violation("it sent a message before peerkit.resend on a connection with the resume feature")
+            }
+            record.inboundNext[id] = sequence + 1
+            // Held while the peer may still be writing on a tie-break's loser: what it wrote
+            // there comes first.
+            if record.releasingInbound || record.link.holdsInbound(from: connection) {
+                record.heldInbound.append((envelope, connection, sequence))
+                held = true
+                return .drop
+            }
+            return Self.takeNumbered(sequence, of: envelope, into: &record)
+        }
+        if held { return }
+        switch outcome {
+        case let .deliver(acknowledge, armTimer):
+            messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection)
+            if let acknowledge { connection.send(SessionFrame.ack(received: acknowledge).encode()) }
+            if armTimer { armAcknowledgementTimer(for: peer.id) }
+        case .drop:
+            connection.inboundDropped(envelope)
+        case let .violation(reason):
+            connection.inboundDropped(envelope)
+            connection.fail(reason)
+        }
+    }
+
+    private func armAcknowledgementTimer(for peerID: String) {
+        _ = configuration.clock.schedule(on: timerLoop, in: Session.acknowledgementDelay) {
+            self.acknowledgementTimerFired(for: peerID)
+        }
+    }
+
+    /// Acknowledges what arrived since the last acknowledgement, on the peer's current connection.
+    private func acknowledgementTimerFired(for peerID: String) {
+        let acknowledgement = state.withLockedValue { state -> (UInt64, PeerConnection)? in
+            guard var record = state.peers[peerID], var session = record.session else { return nil }
+            let count = session.acknowledgementTimerFired()
+            record.session = session
+            state.peers[peerID] = record
+            guard let count, let current = record.link.current else { return nil }
+            return (count, current)
+        }
+        if let (count, connection) = acknowledgement {
+            connection.send(SessionFrame.ack(received: count).encode())
+        }
+    }
+
+    /// The resume window of a suspended peer ran out: it is disconnected, and what was pending
+    /// for it throws ``PeerKitError/sessionExpired(peer:window:)``. A connection that came back
+    /// meanwhile but was not resumed by the peer is closed.
+    private func windowExpired(peerID: String, generation: Int) {
+        guard let sessions = configuration.sessions else { return }
+        var close: PeerConnection?
+        var expired: PeerKitError?
+        withState { state in
+            guard state.running, var record = state.peers[peerID], var session = record.session else { return }
+            let error = PeerKitError.sessionExpired(peer: record.peer.name, window: sessions.window)
+            guard let waiters = session.windowExpired(generation: generation, error: error) else { return }
+            expired = error
+            state.waitersToResume += waiters
+            record.session = nil
+            record.windowTimer = nil
+            record.inboundNext = [:]
+            state.rememberFailure(error, of: peerID)
+            if record.link.isConnected {
+                close = record.link.current
+                state.peers[peerID] = record
+            } else {
+                disconnected(&record, reason: error, state: &state)
+            }
+        }
+        if let expired { logger.notice("\(expired)") }
+        close?.requestClose(.failed(.handshake("it did not resume its session within \(sessions.window.peerKitSeconds) (PeerConfiguration.sessionResumeWindow)")))
     }
 
     // MARK: Events

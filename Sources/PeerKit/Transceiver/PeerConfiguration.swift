@@ -70,6 +70,24 @@ public struct PeerConfiguration: Sendable {
     /// ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``). Defaults to 10 s: long enough
     /// to ride out a burst on a slow link.
     public var slowPeerGracePeriod: Duration
+    /// Whether a peer whose link drops is *suspended* rather than disconnected, and what was sent
+    /// to it and not acknowledged is resent once it is back (feature `resume`, with peers whose
+    /// hello lists it too; see `Documentation/Reliability.md`). Defaults to `true`. Set it to
+    /// `false` for today's behaviour with every peer (a benchmark's baseline, for instance).
+    public var resumesSessions: Bool
+    /// How long a suspended peer's session is kept for it to come back. Defaults to 30 s: a Wi-Fi
+    /// roam, a cable re-plugged or a switch rebooting. When it runs out the peer is disconnected
+    /// with ``PeerKitError/sessionExpired(peer:window:)``, and what was pending for it throws that.
+    public var sessionResumeWindow: Duration
+    /// How many bytes of messages, requests and replies sent to one peer may wait for its
+    /// acknowledgement (feature `resume`): a bound at every moment (plus one frame), also while the
+    /// peer is suspended. Defaults to 8 MiB: a few seconds of a busy stream (10,000 messages of
+    /// 400 bytes fit twice), and a quarter of ``maximumQueuedOutboundBytes``, with which it shares
+    /// its frames (no copy). At the bound, `send(_:to:)` and requests wait for acknowledgements
+    /// (at most ``slowPeerGracePeriod``, then the peer is disconnected as too slow); while the peer
+    /// is suspended, or for a `broadcast` or a reply, which cannot wait, the peer is disconnected
+    /// and the call throws ``PeerKitError/sessionBufferFull(peer:unacknowledgedBytes:limit:)``.
+    public var maximumUnacknowledgedBytes: Int
     /// How many bytes of one peer's messages may wait for their handlers. Defaults to 4 MiB.
     /// Over it, PeerKit stops reading from that peer's connection (TCP flow control then slows
     /// the sender) until the handlers have caught up; the peer is not disconnected for it.
@@ -215,6 +233,9 @@ public struct PeerConfiguration: Sendable {
         self.maximumHandshakeFrameLength = 64 * 1024
         self.maximumQueuedOutboundBytes = 32 * 1024 * 1024
         self.slowPeerGracePeriod = .seconds(10)
+        self.resumesSessions = false
+        self.sessionResumeWindow = .seconds(30)
+        self.maximumUnacknowledgedBytes = 8 * 1024 * 1024
         self.maximumQueuedInboundBytes = 4 * 1024 * 1024
         self.maximumTotalQueuedInboundBytes = 32 * 1024 * 1024
         self.resourceChunkLength = 256 * 1024
@@ -264,7 +285,7 @@ public struct PeerConfiguration: Sendable {
         let limits: [(String, Int)] = [
             ("maximumFrameLength", maximumFrameLength), ("maximumHandshakeFrameLength", maximumHandshakeFrameLength),
             ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
-            ("maximumTotalQueuedInboundBytes", maximumTotalQueuedInboundBytes),
+            ("maximumTotalQueuedInboundBytes", maximumTotalQueuedInboundBytes), ("maximumUnacknowledgedBytes", maximumUnacknowledgedBytes),
             ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
             ("maximumPendingHandshakesPerAddress", maximumPendingHandshakesPerAddress),
             ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),
@@ -280,6 +301,9 @@ public struct PeerConfiguration: Sendable {
         }
         if preHandshakeTimeout <= .zero {
             throw PeerKitError.invalidConfiguration(property: "preHandshakeTimeout", reason: "it is \(preHandshakeTimeout), and it must be longer than zero")
+        }
+        if sessionResumeWindow <= .zero {
+            throw PeerKitError.invalidConfiguration(property: "sessionResumeWindow", reason: "it is \(sessionResumeWindow), and it must be longer than zero (set resumesSessions to false to turn sessions off)")
         }
         if resourceStallTimeout <= .zero {
             throw PeerKitError.invalidConfiguration(property: "resourceStallTimeout", reason: "it is \(resourceStallTimeout), and it must be longer than zero")

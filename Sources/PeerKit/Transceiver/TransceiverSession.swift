@@ -80,7 +80,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 admission: AdmissionGate(admission: configuration.admission, timeout: configuration.handshakeTimeout.timeAmount, clock: clock, tasks: tasks),
                 metrics: metrics,
                 clock: clock,
-                transport: configuration.transport
+                transport: configuration.transport,
+                sessions: configuration.resumesSessions ? .init(window: configuration.sessionResumeWindow, maximumUnacknowledgedBytes: configuration.maximumUnacknowledgedBytes) : nil
             ),
             group: configuration.eventLoopGroup,
             logger: configuration.logger

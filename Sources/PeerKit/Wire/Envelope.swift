@@ -55,7 +55,8 @@ enum EnvelopeType {
 
     /// Control types the connection layer does not handle itself but passes up, in order with
     /// the connection's other events, to the layer that owns the feature.
-    static let passedUp: Set<String> = [groups]
+    /// Feature `resume`'s frames go up too (``SessionFrame``): to the connection manager.
+    static let passedUp: Set<String> = [groups, "peerkit.resume", "peerkit.resend", "peerkit.ack"]
 
     /// Feature `resources`: the prefix of its control frames (`peerkit.resource.offer`, ...),
     /// which go to the resource transfers, not through the event queue.

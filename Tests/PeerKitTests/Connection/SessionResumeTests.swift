@@ -1,0 +1,102 @@
+import NIOConcurrencyHelpers
+import PeerKit
+import PeerKitTesting
+import Testing
+
+/// A numbered message for the resume tests.
+struct SessionNumber: Codable, Sendable { var n: Int }
+/// A request and its reply for the resume tests.
+struct SessionQuestion: Codable, Sendable { var n: Int }
+struct SessionAnswer: Codable, Sendable { var n: Int }
+
+extension TestNetworkSuites {
+/// Resumable sessions (feature resume) on a test network: real transceivers, a link cut for
+/// longer than the peer timeout, time on the network's clock.
+@Suite("Resumable sessions on a test network")
+struct SessionResumeTests {
+    /// Alice and bob with sessions on, each recording the numbers it receives and answering questions.
+    func pair(_ network: TestNetwork, configure: @escaping (inout PeerConfiguration) -> Void = { _ in }) async throws
+        -> (alice: PeerTransceiver, bob: PeerTransceiver, atAlice: NIOLockedValueBox<[Int]>, atBob: NIOLockedValueBox<[Int]>) {
+        let setup: (inout PeerConfiguration) -> Void = { configuration in
+            configuration.resumesSessions = true
+            configure(&configuration)
+        }
+        let alice = try await network.startTransceiver(named: "alice", configure: setup)
+        let bob = try await network.startTransceiver(named: "bob", configure: setup)
+        let atAlice = NIOLockedValueBox<[Int]>([])
+        let atBob = NIOLockedValueBox<[Int]>([])
+        alice.receive(SessionNumber.self) { message in atAlice.withLockedValue { $0.append(message.n) } }
+        bob.receive(SessionNumber.self) { message in atBob.withLockedValue { $0.append(message.n) } }
+        alice.respond(to: SessionQuestion.self) { question, _ in SessionAnswer(n: question.n) }
+        bob.respond(to: SessionQuestion.self) { question, _ in SessionAnswer(n: question.n) }
+        try await network.waitUntilConnected(alice, bob)
+        return (alice, bob, atAlice, atBob)
+    }
+
+    @Test("with sessions on, messages go both ways in order")
+    func plain() async throws {
+        let network = TestNetwork()
+        let (alice, bob, atAlice, atBob) = try await pair(network)
+        let toBob = try #require(alice.connectedPeers.first)
+        let toAlice = try #require(bob.connectedPeers.first)
+        for n in 0..<100 {
+            try await alice.send(SessionNumber(n: n), to: [toBob])
+            try await bob.send(SessionNumber(n: n), to: [toAlice])
+        }
+        try await network.eventually("both received 100") { atAlice.withLockedValue { $0.count } == 100 && atBob.withLockedValue { $0.count } == 100 }
+        #expect(atBob.withLockedValue { $0 } == Array(0..<100))
+        #expect(atAlice.withLockedValue { $0 } == Array(0..<100))
+        await network.shutdown()
+    }
+
+    /// Sends `range` from `from` to `to` as numbered messages, and starts a request for every
+    /// hundredth number, whose answers land in `answers`.
+    func stream(_ range: Range<Int>, from: PeerTransceiver, to peer: Peer, answers: NIOLockedValueBox<[Int]>, requests: inout [Task<Void, any Error>]) async throws {
+        for n in range {
+            try await from.send(SessionNumber(n: n), to: [peer])
+            if n % 100 == 0 {
+                requests.append(Task.immediate {
+                    let answer = try await from.request(SessionQuestion(n: n), to: peer, expecting: SessionAnswer.self, timeout: .seconds(120))
+                    answers.withLockedValue { $0.append(answer.n) }
+                })
+            }
+        }
+    }
+
+    @Test("a link cut for longer than the peer timeout in the middle of 10,000 messages and 100 requests each way loses, duplicates and reorders nothing, and nobody is reported disconnected")
+    func cutMidStream() async throws {
+        let network = TestNetwork()
+        let (alice, bob, atAlice, atBob) = try await pair(network)
+        let aliceEvents = EventRecorder(alice, on: network)
+        let bobEvents = EventRecorder(bob, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        let toAlice = try #require(bob.connectedPeers.first)
+        let answersAtAlice = NIOLockedValueBox<[Int]>([])
+        let answersAtBob = NIOLockedValueBox<[Int]>([])
+        var requests: [Task<Void, any Error>] = []
+
+        try await stream(0..<5000, from: alice, to: toBob, answers: answersAtAlice, requests: &requests)
+        try await stream(0..<5000, from: bob, to: toAlice, answers: answersAtBob, requests: &requests)
+        network.partition(alice, bob)
+        try await stream(5000..<10000, from: alice, to: toBob, answers: answersAtAlice, requests: &requests)
+        try await stream(5000..<10000, from: bob, to: toAlice, answers: answersAtBob, requests: &requests)
+        // Longer than the peer timeout (2.5 s): both connections are declared dead.
+        await network.advance(by: .seconds(5))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "alice keeps bob, suspended")
+        #expect(bob.connectedPeers.map(\.name) == ["alice"], "bob keeps alice, suspended")
+        network.heal(alice, bob)
+        await network.advance(by: .seconds(5))
+        try await network.eventually("every message arrived") {
+            atAlice.withLockedValue { $0.count } >= 10000 && atBob.withLockedValue { $0.count } >= 10000
+        }
+        for request in requests { try await request.value }
+        #expect(atBob.withLockedValue { $0 } == Array(0..<10000))
+        #expect(atAlice.withLockedValue { $0 } == Array(0..<10000))
+        #expect(answersAtAlice.withLockedValue { $0 }.sorted() == Array(stride(from: 0, to: 10000, by: 100)))
+        #expect(answersAtBob.withLockedValue { $0 }.sorted() == Array(stride(from: 0, to: 10000, by: 100)))
+        let disconnections = (aliceEvents.events + bobEvents.events).filter { if case .peerDisconnected = $0 { true } else { false } }
+        #expect(disconnections.isEmpty, "\(disconnections)")
+        await network.shutdown()
+    }
+}
+}
