@@ -49,7 +49,7 @@ extension Peerkit {
             case let .error(error):
                 if json { Output.line(["event": "error", "message": error.description]) } else { Output.text("error: \(Output.safe(error.description))") }
                 return
-            case .started, .availablePeersChanged, .stopped, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup:
+            case .started, .availablePeersChanged, .stopped, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup, .peerSuspended, .peerResumed:
                 return
             }
             if json {

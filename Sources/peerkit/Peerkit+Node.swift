@@ -155,6 +155,11 @@ extension Peerkit {
                 var line: [String: Any] = ["event": "peerDisconnected", "peer": describe(peer)]
                 if let reason { line["reason"] = reason.description }
                 return line
+            case let .peerSuspended(peer, reason):
+                var line: [String: Any] = ["event": "peerSuspended", "peer": describe(peer)]
+                if let reason { line["reason"] = reason.description }
+                return line
+            case let .peerResumed(peer): return ["event": "peerResumed", "peer": describe(peer)]
             case let .availablePeersChanged(peers): return ["event": "availablePeersChanged", "peers": peers.map(describe)]
             case .knownPeersListed: return ["event": "knownPeersListed"]
             case let .peerJoinedGroup(peer, group): return ["event": "peerJoinedGroup", "peer": describe(peer), "group": group]

@@ -1271,7 +1271,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             case .connected:
                 // A suspended peer is back: it was connected all along, for the user.
                 if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }
-                if !suspended { state.emit(.peerConnected(record.snapshot)) }
+                state.emit(suspended ? .peerResumed(record.snapshot) : .peerConnected(record.snapshot))
                 state.peers[remote.peerID] = record
                 state.emit(.availablePeersChanged(Self.available(state)))
                 return (nil, reached)
@@ -1434,6 +1434,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     record.session = session
                     armWindow = (remote.peerID, generation)
                 }
+                state.emit(.peerSuspended(record.snapshot, reason: error))
                 state.peers[remote.peerID] = record
                 scheduleRedial(record.serviceKeys, state: &state)
             case .disconnected:
@@ -1636,7 +1637,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             if wasSuspended { state.emit(.peerDisconnected(record.snapshot, reason: error)) }
         }
         if let incarnation {
-            record.session = Session(limits: .init(maximumUnacknowledgedBytes: sessions.maximumUnacknowledgedBytes), remoteIncarnation: incarnation, fingerprint: fingerprint)
+            // The session's frames are the outbox's session frames too: its bound is never looser.
+            let bound = min(sessions.maximumUnacknowledgedBytes, configuration.maximumQueuedOutboundBytes)
+            record.session = Session(limits: .init(maximumUnacknowledgedBytes: bound), remoteIncarnation: incarnation, fingerprint: fingerprint)
         }
         return false
     }

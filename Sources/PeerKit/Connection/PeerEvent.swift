@@ -13,6 +13,14 @@ public enum PeerEvent: Sendable, Hashable {
     case peerConnected(Peer)
     /// The connection to a peer ended; `reason` says why when it did not end gracefully.
     case peerDisconnected(Peer, reason: PeerKitError?)
+    /// The link to a peer with a resumable session dropped (`reason` says how): it stays
+    /// connected for ``PeerConfiguration/sessionResumeWindow`` while it is redialled, and what is
+    /// sent to it waits (feature `resume`). Followed by ``peerResumed(_:)`` when it comes back in
+    /// time, or by ``peerDisconnected(_:reason:)`` with ``PeerKitError/sessionExpired(peer:window:)``.
+    case peerSuspended(Peer, reason: PeerKitError?)
+    /// A suspended peer is back on a new connection, with its session: what it did not receive
+    /// is sent again, once, in order, before anything new.
+    case peerResumed(Peer)
     /// A connected peer joined `group` (or was in it when it connected). Only peers whose hello
     /// lists the `groups` feature are ever members.
     case peerJoinedGroup(Peer, group: String)

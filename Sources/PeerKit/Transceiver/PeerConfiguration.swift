@@ -72,8 +72,9 @@ public struct PeerConfiguration: Sendable {
     public var slowPeerGracePeriod: Duration
     /// Whether a peer whose link drops is *suspended* rather than disconnected, and what was sent
     /// to it and not acknowledged is resent once it is back (feature `resume`, with peers whose
-    /// hello lists it too; see `Documentation/Reliability.md`). Defaults to `true`. Set it to
-    /// `false` for today's behaviour with every peer (a benchmark's baseline, for instance).
+    /// hello lists it too; see `Documentation/Reliability.md`). Defaults to `false` for now: with
+    /// it on, a peer killed or cut off is reported ``PeerEvent/peerSuspended(_:reason:)`` at the
+    /// peer timeout, and ``PeerEvent/peerDisconnected(_:reason:)`` only when its window ends.
     public var resumesSessions: Bool
     /// How long a suspended peer's session is kept for it to come back. Defaults to 30 s: a Wi-Fi
     /// roam, a cable re-plugged or a switch rebooting. When it runs out the peer is disconnected
@@ -83,7 +84,7 @@ public struct PeerConfiguration: Sendable {
     /// acknowledgement (feature `resume`): a bound at every moment (plus one frame), also while the
     /// peer is suspended. Defaults to 8 MiB: a few seconds of a busy stream (10,000 messages of
     /// 400 bytes fit twice), and a quarter of ``maximumQueuedOutboundBytes``, with which it shares
-    /// its frames (no copy). At the bound, `send(_:to:)` and requests wait for acknowledgements
+    /// its frames (no copy); a lower ``maximumQueuedOutboundBytes`` lowers it too. At the bound, `send(_:to:)` and requests wait for acknowledgements
     /// (at most ``slowPeerGracePeriod``, then the peer is disconnected as too slow); while the peer
     /// is suspended, or for a `broadcast` or a reply, which cannot wait, the peer is disconnected
     /// and the call throws ``PeerKitError/sessionBufferFull(peer:unacknowledgedBytes:limit:)``.

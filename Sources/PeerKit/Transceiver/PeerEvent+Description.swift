@@ -17,6 +17,12 @@ extension PeerEvent: CustomStringConvertible {
             return "disconnected from \(peer)"
         case let .peerDisconnected(peer, reason: reason?):
             return "disconnected from \(peer): \(reason)"
+        case let .peerSuspended(peer, reason: nil):
+            return "lost the link to \(peer); its session is kept"
+        case let .peerSuspended(peer, reason: reason?):
+            return "lost the link to \(peer); its session is kept: \(reason)"
+        case let .peerResumed(peer):
+            return "resumed the session with \(peer)"
         case let .peerJoinedGroup(peer, group):
             return "\(peer) joined group \"\(LogSafe.text(group, maximumBytes: 80))\""
         case let .peerLeftGroup(peer, group):

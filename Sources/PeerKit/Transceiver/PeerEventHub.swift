@@ -65,7 +65,7 @@ final class PeerEventHub: Sendable {
             case let .peerConnected(peer): current.peerConnected(peer)
             case let .peerDisconnected(peer, _): current.peerDisconnected(peer)
             case let .availablePeersChanged(peers): current.availablePeersDidChange(peers)
-            case .started, .stopped, .error, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup: break
+            case .started, .stopped, .error, .knownPeersListed, .peerJoinedGroup, .peerLeftGroup, .peerSuspended, .peerResumed: break
             }
         }
     }

@@ -96,6 +96,98 @@ struct SessionResumeTests {
         #expect(answersAtBob.withLockedValue { $0 }.sorted() == Array(stride(from: 0, to: 10000, by: 100)))
         let disconnections = (aliceEvents.events + bobEvents.events).filter { if case .peerDisconnected = $0 { true } else { false } }
         #expect(disconnections.isEmpty, "\(disconnections)")
+        for events in [aliceEvents.events, bobEvents.events] {
+            #expect(events.contains { if case .peerSuspended = $0 { true } else { false } })
+            #expect(events.contains { if case .peerResumed = $0 { true } else { false } })
+        }
+        await network.shutdown()
+    }
+
+    @Test("a gap longer than the resume window disconnects the peer with sessionExpired; a request waiting on it and later sends throw it")
+    func windowExpires() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, _) = try await pair(network) { $0.sessionResumeWindow = .seconds(6) }
+        let aliceEvents = EventRecorder(alice, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        network.partition(alice, bob)
+        let request = Task.immediate {
+            try await alice.request(SessionQuestion(n: 1), to: toBob, expecting: SessionAnswer.self, timeout: .seconds(60))
+        }
+        await network.advance(by: .seconds(4))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "suspended within the window")
+        await network.advance(by: .seconds(6))
+        let failure = await #expect(throws: PeerKitError.self) { try await request.value }
+        #expect(failure?.code == .sessionExpired)
+        #expect(failure?.description.contains("6 s resume window (PeerConfiguration.sessionResumeWindow)") == true, "\(String(describing: failure))")
+        #expect(alice.connectedPeers.isEmpty)
+        let reasons = aliceEvents.events.compactMap { event -> PeerKitError? in
+            if case let .peerDisconnected(_, reason) = event { return reason }
+            return nil
+        }
+        #expect(reasons.map(\.code) == [.sessionExpired])
+        let late = await #expect(throws: PeerKitError.self) { try await alice.send(SessionNumber(n: 2), to: [toBob]) }
+        #expect(late?.code == .sessionExpired)
+        await network.shutdown()
+    }
+
+    @Test("sends to a suspended peer beyond maximumUnacknowledgedBytes throw sessionBufferFull, and the peer is disconnected with it")
+    func bufferFull() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, _) = try await pair(network) { $0.maximumUnacknowledgedBytes = 4096 }
+        let aliceEvents = EventRecorder(alice, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "suspended")
+        var sent = 0
+        var failure: PeerKitError?
+        while failure == nil, sent < 1000 {
+            do {
+                try await alice.send(SessionNumber(n: sent), to: [toBob])
+                sent += 1
+            } catch let error as PeerKitError {
+                failure = error
+            }
+        }
+        #expect(failure?.code == .sessionBufferFull)
+        #expect(failure?.description.contains("at the 4096-byte limit (PeerConfiguration.maximumUnacknowledgedBytes)") == true, "\(String(describing: failure))")
+        #expect(sent > 50 && sent < 200, "\(sent) messages of about 40 bytes were kept before the bound")
+        #expect(alice.connectedPeers.isEmpty)
+        #expect(aliceEvents.events.contains { if case let .peerDisconnected(_, reason?) = $0 { reason.code == .sessionBufferFull } else { false } })
+        await network.shutdown()
+    }
+
+    @Test("a peer that restarted (same peer ID, a new run) during the gap starts a new session: what was pending for its old run fails with peerRestarted")
+    func restartedPeer() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, atBob) = try await pair(network)
+        let aliceEvents = EventRecorder(alice, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        network.partition(alice, bob)
+        let request = Task.immediate {
+            try await alice.request(SessionQuestion(n: 1), to: toBob, expecting: SessionAnswer.self, timeout: .seconds(60))
+        }
+        try await alice.send(SessionNumber(n: 1), to: [toBob])
+        await network.advance(by: .seconds(4))
+        // Bob restarts: its bye is lost in the partition; it comes back with the same peer ID.
+        await bob.shutdown()
+        try await bob.start()
+        network.heal(alice, bob)
+        await network.advance(by: .seconds(5))
+        try await network.waitUntilConnected(alice, bob)
+        let failure = await #expect(throws: PeerKitError.self) { try await request.value }
+        #expect(failure?.code == .peerRestarted)
+        #expect(atBob.withLockedValue { $0 }.isEmpty, "nothing of the old session was resent to the new run")
+        let kinds = aliceEvents.events.compactMap { event -> String? in
+            switch event {
+            case .peerSuspended: "suspended"
+            case let .peerDisconnected(_, reason): "disconnected(\(reason?.code.description ?? "nil"))"
+            case .peerConnected: "connected"
+            case .peerResumed: "resumed"
+            default: nil
+            }
+        }
+        #expect(kinds == ["suspended", "disconnected(peerRestarted)", "connected"])
         await network.shutdown()
     }
 }
