@@ -20,8 +20,8 @@ struct Hello: Codable, Sendable, Hashable {
         /// Large transfers in chunks: `peerkit.resource.*` frames and binary chunk frames.
         static let resources = "resources"
         /// Resumable sessions: `peerkit.resume`, `peerkit.resend` and `peerkit.ack` frames, and
-        /// the hello's `session` (see ``SessionFrame``). Not listed yet: the connection manager
-        /// does not drive sessions (``PeerSession``) yet.
+        /// the hello's `session` (see ``SessionFrame``). Not in ``supportedFeatures``: the
+        /// connection manager adds it when ``PeerConfiguration/resumesSessions`` is on.
         static let resume = "resume"
     }
 

@@ -1,0 +1,22 @@
+import Testing
+@testable import PeerKit
+
+/// The sentences of the resumable sessions' error codes, word for word.
+@Suite("PeerKitError sentences (sessions)")
+struct SessionErrorSentenceTests {
+    static let peer = "the peer \"Kitchen\" at 127.0.0.1:5000"
+
+    @Test("each session error says what happened, names its limit or window, and what to do")
+    func sentences() {
+        let full = PeerKitError.sessionBufferFull(peer: Self.peer, unacknowledgedBytes: 8388608, limit: 8388608)
+        #expect(full.description == "The peer \"Kitchen\" at 127.0.0.1:5000 has 8388608 bytes sent to it and not yet acknowledged, at the 8388608-byte limit (PeerConfiguration.maximumUnacknowledgedBytes), so this was not sent. Its link is probably down; send again once it is back (peerResumed), or raise the limit.")
+        #expect(full.code == .sessionBufferFull)
+        #expect(full.unacknowledgedBytes == 8388608)
+        #expect(full.limit == 8388608)
+        let expired = PeerKitError.sessionExpired(peer: Self.peer, window: .seconds(30))
+        #expect(expired.description == "The peer \"Kitchen\" at 127.0.0.1:5000 was unreachable for longer than its 30 s resume window (PeerConfiguration.sessionResumeWindow), so it was disconnected and what was pending for it was dropped.")
+        #expect(expired.window == .seconds(30))
+        let restarted = PeerKitError.peerRestarted(peer: Self.peer)
+        #expect(restarted.description == "The peer \"Kitchen\" at 127.0.0.1:5000 restarted (it came back as a new process, so its session could not resume); what was pending for its previous run was dropped.")
+    }
+}
