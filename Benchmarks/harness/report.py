@@ -39,7 +39,9 @@ RATIOS += [(f"pk.mesh.{count}.exchange", [("raw", "raw.rtt.pinned.p50")]) for co
 RATIOS += [(f"pk.sec.{mode}.{what}", [("plaintext", f"pk.sec.none.{what}")])
            for mode in ("psk", "cert")
            for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
-RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "plaintext"]
+# What resumable sessions cost (issue 34's goal 5): on against off, in the same run.
+RATIOS += [(f"pk.sess.on.{what}", [("sessions off", f"pk.sess.off.{what}")]) for what in ("tput.100", "rtt.p50", "rtt.p99")]
+RATIO_COLUMNS = ["raw", "raw batched", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "plaintext", "sessions off"]
 
 # The issues' targets: (key, description, check on the figures → (met, where it stands)).
 TARGETS = [
@@ -85,6 +87,10 @@ TARGETS = [
      lambda f: ratio_target(f, "pk.tput.100.send", "zmq.tput.100.json", lambda r: r >= 2)),
     ("pk.mesh.64.exchange", "≤ 50 µs of CPU, both ends (issue 34)",
      lambda f: absolute_target(f, "pk.mesh.64.exchange", lambda v: v <= 50)),
+    ("pk.sess.on.tput.100", "≥ 0.95× sessions off (issue 34)",
+     lambda f: ratio_target(f, "pk.sess.on.tput.100", "pk.sess.off.tput.100", lambda r: r >= 0.95)),
+    ("pk.sess.on.rtt.p50", "≤ 1.03× sessions off (issue 34)",
+     lambda f: ratio_target(f, "pk.sess.on.rtt.p50", "pk.sess.off.rtt.p50", lambda r: r <= 1.03)),
     # Issue 15: resources.
     ("pk.resource.1g", "≥ 0.5× raw C copy of the same bytes",
      lambda f: ratio_target(f, "pk.resource.1g", "raw.tput.1g", lambda r: r >= 0.5)),

@@ -128,23 +128,24 @@ class Suite:
     def service_type(self):
         return "b" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(10))
 
-    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast", security="none"):
+    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast", security="none", sessions=False):
         service = self.service_type()
         result = pair([self.pkbench, "sink", "--receivers", str(receivers), "--ack-every", str(window // 2),
-                       "--service-type", service, "--timeout", "120", *security_option(security)],
+                       "--service-type", service, "--timeout", "120", *security_option(security),
+                       *sessions_option(sessions)],
                       [self.pkbench, "source", "--connect", "{ports}", "--size", str(size), "--count", str(count),
                        "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120",
-                       *security_option(security)],
+                       *security_option(security), *sessions_option(sessions)],
                       result_from="server", timeout=120)
         return result
 
-    def peerkit_rtt(self, pin, security="none"):
+    def peerkit_rtt(self, pin, security="none", sessions=False):
         service = self.service_type()
         return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120",
-                            *security_option(security)], pin),
+                            *security_option(security), *sessions_option(sessions)], pin),
                     pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
                             "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120",
-                            *security_option(security)], pin),
+                            *security_option(security), *sessions_option(sessions)], pin),
                     timeout=120)
 
     def peerkit_resource(self, size):
@@ -360,6 +361,15 @@ class Suite:
                                f"pk.sec.{security}.connect": (f"PeerKit start() → connected (TCP, TLS if on, hello), security {security}", "ms", "connectMs", True)},
                               runs, lambda security=security: self.peerkit_rtt(False, security=security))
 
+        self.log("PeerKit resumable sessions: the same measurements with sessions off and on, in this run")
+        for state, on in (("off", False), ("on", True)):
+            self.measure(f"pk.sess.{state}.tput.100", f"PeerKit 100 B one-way, sessions {state}", "msgs/s", runs,
+                         lambda on=on: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000,
+                                                               sessions=on)["msgsPerSec"])
+            self.measure_many({f"pk.sess.{state}.rtt.p50": (f"PeerKit request/reply p50, pinned, sessions {state}", "µs", "p50us", True),
+                               f"pk.sess.{state}.rtt.p99": (f"PeerKit request/reply p99, pinned, sessions {state}", "µs", "p99us", True)},
+                              runs, lambda on=on: self.peerkit_rtt(True, sessions=on))
+
         self.log("PeerKit discovery (Avahi)")
         trials = max(runs, 5)
         self.measure_samples("pk.discovery.pair", "fresh pair, resume() → connected", "ms",
@@ -471,6 +481,11 @@ def security_option(security):
     """peerkit-bench's --security option; none is its default and left out, so that the plaintext
     figures can be measured with a peerkit-bench from before the option (round 1, for a bisection)."""
     return [] if security == "none" else ["--security", security]
+
+
+def sessions_option(sessions):
+    """peerkit-bench's --sessions flag (resumable sessions on); left out when off, as --security none is."""
+    return ["--sessions"] if sessions else []
 
 
 def one_line(completed):

@@ -11,9 +11,10 @@ enum BenchTransceiver {
     ///   - listens: whether it listens (and, with Avahi, advertises); a pure dialler does not.
     ///   - port: the port to listen on; 0 picks a free one.
     ///   - logLevel: the lowest level logged (on stderr).
+    ///   - resumesSessions: whether resumable sessions (feature `resume`) are on, to measure their cost.
     static func make(serviceType: String, name: String, discovery: PeerConfiguration.Discovery,
                      listens: Bool, port: Int = 0, logLevel: Logger.Level = .warning,
-                     security: PeerSecurity = .none) -> PeerTransceiver {
+                     security: PeerSecurity = .none, resumesSessions: Bool = false) -> PeerTransceiver {
         var configuration = PeerConfiguration(serviceType: serviceType)
         configuration.peerName = name
         configuration.discovery = discovery
@@ -21,6 +22,7 @@ enum BenchTransceiver {
         configuration.listenHost = "127.0.0.1"
         configuration.listenPort = port
         configuration.security = security
+        configuration.resumesSessions = resumesSessions
         var logger = Logger(label: "peerkit-bench") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = logLevel
         configuration.logger = logger

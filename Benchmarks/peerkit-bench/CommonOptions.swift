@@ -21,6 +21,11 @@ struct CommonOptions: ParsableArguments {
     @Option(help: "none (plaintext), psk (TLS 1.2 ECDHE-PSK-CHACHA20-POLY1305 with a fixed benchmark key) or cert (mutual TLS 1.3, each process with its own certificate from a fixed benchmark CA).")
     var security: BenchSecurity = .none
 
+    /// Whether the measured transceivers resume sessions (PeerConfiguration.resumesSessions); every
+    /// process of one measurement must agree. Off by default, as in PeerKit.
+    @Flag(help: "Turn resumable sessions (feature resume) on, to measure what they cost.")
+    var sessions = false
+
     /// ``security`` as PeerKit's setting. The psk key is fixed, so that separate processes share it
     /// (loopback only: it protects nothing).
     var peerSecurity: PeerSecurity {

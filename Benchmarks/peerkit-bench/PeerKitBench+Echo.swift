@@ -16,7 +16,8 @@ extension PeerKitBench {
         func run() async throws {
             common.startWatchdog("The echo server")
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "echo",
-                                                    discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity)
+                                                    discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
+                                                    resumesSessions: common.sessions)
             transceiver.respond(to: BenchPayload.self) { request, _ in request }
             let events = transceiver.events()
             try await transceiver.start()

@@ -26,7 +26,8 @@ extension PeerKitBench {
             common.startWatchdog("The requester")
             let endpoints = BenchTransceiver.endpoints([connect])
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "ping",
-                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity)
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity,
+                                                    resumesSessions: common.sessions)
             let connectBegin = ContinuousClock.now
             try await transceiver.start()
             guard let peer = await transceiver.waitForConnectedPeers(1).first else {

@@ -40,7 +40,8 @@ extension PeerKitBench {
             var transceivers: [PeerTransceiver] = []
             for (index, counter) in counters.enumerated() {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
-                                                        discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity)
+                                                        discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
+                                                    resumesSessions: common.sessions)
                 counter.install(on: transceiver)
                 transceiver.reportLostPeers(as: "sink-\(index)")
                 try await transceiver.start()

@@ -50,7 +50,8 @@ extension PeerKitBench {
             common.startWatchdog("The source") { "\(sent.withLock { $0 }) of \(count) messages sent" }
             let endpoints = BenchTransceiver.endpoints(connect)
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "source",
-                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity)
+                                                    discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity,
+                                                    resumesSessions: common.sessions)
             transceiver.reportLostPeers(as: "source")
             try await transceiver.start()
             let peers = await transceiver.waitForConnectedPeers(endpoints.count)
