@@ -430,6 +430,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     func stop() -> [EventLoopFuture<Void>] {
         var waiters: [CheckedContinuation<Void, Never>] = []
         var timers: [PeerTimer] = []
+        // What sessions kept and did not write yet (a peer whose resume has not arrived on its
+        // new connection, or sent just now): written before the bye, which follows it out. Not
+        // while another thread writes the session's frames (it holds earlier ones, which must go
+        // first): what it has not taken yet is lost with the stop.
+        var flushes: [(PeerConnection, Session.Writes)] = []
         let (connections, server, listener) = withState { state -> ([PeerConnection], (any Channel)?, (any PeerTransportListener)?) in
             guard state.running else { return ([], nil, nil) }
             state.running = false
@@ -438,6 +443,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             for var record in state.peers.values {
                 if let (_, timer) = record.switchTimer { timers.append(timer) }
                 if let (_, timer) = record.windowTimer { timers.append(timer) }
+                if var session = record.session, let current = record.link.current, !record.sessionPumping {
+                    let writes = session.takeUnwrittenForStop()
+                    record.session = session
+                    if !writes.isEmpty { flushes.append((current, writes)) }
+                }
                 if record.isConnected { state.emit(.peerDisconnected(record.snapshot, reason: nil)) }
                 waiters += record.link.stop()
                 waiters += record.session?.end(.notRunning) ?? []
@@ -454,6 +464,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         for timer in timers { timer.cancel() }
         for waiter in waiters { waiter.resume() }
+        for (connection, writes) in flushes {
+            if let from = writes.from { connection.send(SessionFrame.resend(from: from).encode()) }
+            for frame in writes.frames { _ = connection.enqueue(frame, below: nil) }
+        }
         for connection in connections {
             connection.requestClose(.stopped)
         }

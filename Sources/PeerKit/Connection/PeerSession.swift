@@ -189,6 +189,28 @@ struct PeerSession<Waiter> {
         return Writes(from: from, frames: frames)
     }
 
+    /// The transceiver stops, gracefully, with a connection to the peer: takes the frames not yet
+    /// written on it, whatever the phase, since a stop gets no other chance to send them. Before
+    /// the peer's resume arrived (``Phase/resuming``) that is the whole unacknowledged tail, from
+    /// the first frame the peer did not acknowledge: the peer drops those it has already
+    /// (`peerkit.resend` says where they start), and its acknowledgements never run ahead of
+    /// what it received, so no gap can appear. Suspended or ended: nothing (no connection).
+    mutating func takeUnwrittenForStop() -> Writes {
+        switch phase {
+        case .active:
+            return takeUnwritten()
+        case .resuming:
+            guard written < tail.count else { return Writes(from: nil, frames: []) }
+            let from = written == 0 ? acknowledged + 1 : nil
+            let frames = Array(tail[tail.index(tail.startIndex, offsetBy: written)...])
+            written = tail.count
+            startsConnection = false
+            return Writes(from: from, frames: frames)
+        case .suspended, .ended:
+            return Writes(from: nil, frames: [])
+        }
+    }
+
     /// What ``acknowledged(through:)`` decided.
     enum Acknowledged {
         /// Frames through the number were freed: `bytes` of them. Resume `waiters`: there is room.

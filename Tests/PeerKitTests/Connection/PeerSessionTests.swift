@@ -52,6 +52,32 @@ struct PeerSessionTests {
         #expect(session.unacknowledgedBytes == 15)
     }
 
+    @Test("a graceful stop writes what the peer's resume was still holding back, from its first unacknowledged frame")
+    func stopWritesHeldFrames() {
+        // A new session: sent right after connecting, before the peer's resume arrived.
+        var fresh = Session(limits: .init(maximumUnacknowledgedBytes: 100), remoteIncarnation: "b1", fingerprint: nil)
+        #expect(fresh.connected() == 0)
+        #expect(fresh.record(frame("one")) == .kept(sequence: 1))
+        #expect(fresh.takeUnwritten().isEmpty)
+        let stop = fresh.takeUnwrittenForStop()
+        #expect(stop.from == 1)
+        #expect(texts(stop) == ["one"])
+        #expect(fresh.takeUnwrittenForStop().isEmpty)
+
+        // Active: only what was not written yet, with no number (the connection has one).
+        var active = activeSession()
+        #expect(active.record(frame("a")) == .kept(sequence: 1))
+        #expect(texts(active.takeUnwritten()) == ["a"])
+        #expect(active.record(frame("b")) == .kept(sequence: 2))
+        let rest = active.takeUnwrittenForStop()
+        #expect(rest.from == nil)
+        #expect(texts(rest) == ["b"])
+
+        // Suspended: no connection to write on.
+        _ = active.suspend()
+        #expect(active.takeUnwrittenForStop().isEmpty)
+    }
+
     // MARK: acknowledgements and the bound
 
     @Test("a cumulative acknowledgement frees every frame through its count and resumes the waiters")
