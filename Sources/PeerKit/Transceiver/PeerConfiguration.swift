@@ -72,9 +72,11 @@ public struct PeerConfiguration: Sendable {
     public var slowPeerGracePeriod: Duration
     /// Whether a peer whose link drops is *suspended* rather than disconnected, and what was sent
     /// to it and not acknowledged is resent once it is back (feature `resume`, with peers whose
-    /// hello lists it too; see `Documentation/Reliability.md`). Defaults to `false` for now: with
-    /// it on, a peer killed or cut off is reported ``PeerEvent/peerSuspended(_:reason:)`` at the
-    /// peer timeout, and ``PeerEvent/peerDisconnected(_:reason:)`` only when its window ends.
+    /// hello lists it too; see `Documentation/Reliability.md`). Defaults to `true`: a peer killed
+    /// or cut off is reported ``PeerEvent/peerSuspended(_:reason:)`` at the peer timeout, and
+    /// ``PeerEvent/peerDisconnected(_:reason:)`` when its window ends or it comes back as a new
+    /// run of its process; a peer that stops says so (`bye`) and is disconnected at once. Set it
+    /// to `false` for the behaviour without sessions: every lost connection is a disconnect.
     public var resumesSessions: Bool
     /// How long a suspended peer's session is kept for it to come back. Defaults to 30 s: a Wi-Fi
     /// roam, a cable re-plugged or a switch rebooting. When it runs out the peer is disconnected
@@ -234,7 +236,7 @@ public struct PeerConfiguration: Sendable {
         self.maximumHandshakeFrameLength = 64 * 1024
         self.maximumQueuedOutboundBytes = 32 * 1024 * 1024
         self.slowPeerGracePeriod = .seconds(10)
-        self.resumesSessions = false
+        self.resumesSessions = true
         self.sessionResumeWindow = .seconds(30)
         self.maximumUnacknowledgedBytes = 8 * 1024 * 1024
         self.maximumQueuedInboundBytes = 4 * 1024 * 1024

@@ -31,10 +31,10 @@ struct ClosePathTests {
         await network.shutdown()
     }
 
-    @Test("a peer killed without a bye is reported disconnected with connectionClosed, at once, without waiting for the heartbeat")
+    @Test("without sessions, a peer killed without a bye is reported disconnected with connectionClosed, at once, without waiting for the heartbeat")
     func killedWithoutBye() async throws {
         let network = TestNetwork()
-        let alice = try await network.startTransceiver(named: "alice")
+        let alice = try await network.startTransceiver(named: "alice") { $0.resumesSessions = false }
         let bob = try await network.startTransceiver(named: "bob")
         try await network.waitUntilConnected(alice, bob)
         let events = EventRecorder(alice, on: network)
@@ -47,6 +47,27 @@ struct ClosePathTests {
         }
         #expect(peer.hasPrefix("\"bob\""))
         #expect(network.elapsed == .zero, "no time passed: the closed socket said it")
+        await network.shutdown()
+    }
+
+    @Test("with a session, a peer killed without a bye is reported suspended with connectionClosed, at once, and not disconnected")
+    func killedWithoutByeSuspends() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice")
+        let bob = try await network.startTransceiver(named: "bob")
+        try await network.waitUntilConnected(alice, bob)
+        let events = EventRecorder(alice, on: network)
+
+        network.kill(bob)
+        let event = try await events.waitFor("bob suspended") { if case .peerSuspended = $0 { true } else { false } }
+        guard case let .peerSuspended(peer, reason) = event, reason?.code == .connectionClosed else {
+            Issue.record("expected bob suspended with connectionClosed, got \(event)")
+            return
+        }
+        #expect(peer.name == "bob")
+        #expect(network.elapsed == .zero, "no time passed: the closed socket said it")
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "suspended, within its resume window: still connected for the user")
+        #expect(!events.events.contains { if case .peerDisconnected = $0 { true } else { false } })
         await network.shutdown()
     }
 

@@ -62,10 +62,10 @@ struct HeartbeatTests {
         await network.shutdown()
     }
 
-    @Test("a partition is noticed by both sides at the peer timeout")
+    @Test("a partition is noticed by both sides at the peer timeout (without sessions: disconnected; with them, SessionResumeTests: suspended)")
     func partitionExpiresBothSides() async throws {
         let network = TestNetwork()
-        let alice = try await network.startTransceiver(named: "alice")
+        let alice = try await network.startTransceiver(named: "alice") { $0.resumesSessions = false }
         let bob = try await network.startTransceiver(named: "bob")
         try await network.waitUntilConnected(alice, bob)
 
@@ -85,6 +85,8 @@ struct HeartbeatTests {
         let alice = try await network.startTransceiver(named: "alice") {
             $0.maximumQueuedOutboundBytes = 1 << 20
             $0.slowPeerGracePeriod = .seconds(2)
+            // The outbox's own bound; a session's (maximumUnacknowledgedBytes) is SessionResumeTests'.
+            $0.resumesSessions = false
         }
         let bob = try await network.startTransceiver(named: "bob")
         try await network.waitUntilConnected(alice, bob)

@@ -4,6 +4,8 @@ import Testing
 
 extension TestNetworkSuites {
 /// Redialling with back-off on a ``TestNetwork``, with jitter off so that every attempt's time is known.
+/// Alice has no resumable session (`resumesSessions` off), so a lost bob is disconnected and
+/// `connectedPeers` says so; a suspended peer is redialled the same way (`SessionResumeTests`).
 @Suite("Reconnect back-off on a test clock")
 struct ReconnectTests {
     static let backoff = Backoff(initial: .milliseconds(500), maximum: .seconds(4), multiplier: 2, jitter: 0)
@@ -11,7 +13,7 @@ struct ReconnectTests {
     @Test("a peer we were connected to that crashed is redialled after 0.5, 1, 2 and 4 s, then every 2 s (the cap for a peer once reached)")
     func backoffAfterCrash() async throws {
         let network = TestNetwork()
-        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff }
+        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff; $0.resumesSessions = false }
         let bob = try await network.startTransceiver(named: "bob")
         try await network.waitUntilConnected(alice, bob)
         let dialsBefore = network.connectionAttempts(from: alice, to: bob).count
@@ -42,7 +44,7 @@ struct ReconnectTests {
         let network = TestNetwork()
         let bob = try await network.startTransceiver(named: "bob")
         network.kill(bob)  // still advertised, as a crashed host's record lingers in mDNS
-        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff }
+        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff; $0.resumesSessions = false }
         await network.advance(by: .seconds(20))
 
         let dials = network.connectionAttempts(from: alice, to: bob)
@@ -61,8 +63,8 @@ struct ReconnectTests {
     @Test("a partitioned peer is redialled with back-off, each dial given up at the connect timeout, and reconnected once the partition heals")
     func reconnectAfterPartition() async throws {
         let network = TestNetwork()
-        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff }
-        let bob = try await network.startTransceiver(named: "bob") { $0.reconnectBackoff = Self.backoff }
+        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff; $0.resumesSessions = false }
+        let bob = try await network.startTransceiver(named: "bob") { $0.reconnectBackoff = Self.backoff; $0.resumesSessions = false }
         try await network.waitUntilConnected(alice, bob)
         let events = EventRecorder(alice, on: network)
 
@@ -82,7 +84,7 @@ struct ReconnectTests {
     @Test("a new advertisement of a peer being backed off from is dialled at once")
     func newAdvertisementDialsAtOnce() async throws {
         let network = TestNetwork()
-        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Backoff(initial: .seconds(30), maximum: .seconds(30), jitter: 0) }
+        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Backoff(initial: .seconds(30), maximum: .seconds(30), jitter: 0); $0.resumesSessions = false }
         let bob = try await network.startTransceiver(named: "bob")
         try await network.waitUntilConnected(alice, bob)
         network.kill(bob)

@@ -9,8 +9,10 @@ extension TestNetworkSuites {
 @Suite("Request timeout and cancellation on a test clock")
 struct RequestTimeoutTests {
     /// Alice and bob, connected; bob receives ``Question``s but never answers them.
-    private func aliceAndSilentBob(_ network: TestNetwork) async throws -> (PeerTransceiver, PeerTransceiver, Peer) {
-        let alice = try await network.startTransceiver(named: "alice")
+    /// `sessions`: whether alice keeps a resumable session with bob (then a killed bob is suspended
+    /// and a request to him keeps its own timeout, as `SessionResumeTests` shows).
+    private func aliceAndSilentBob(_ network: TestNetwork, sessions: Bool = true) async throws -> (PeerTransceiver, PeerTransceiver, Peer) {
+        let alice = try await network.startTransceiver(named: "alice") { $0.resumesSessions = sessions }
         let bob = try await network.startTransceiver(named: "bob")
         bob.receive(Question.self) { _ in }
         try await network.waitUntilConnected(alice, bob)
@@ -83,10 +85,10 @@ struct RequestTimeoutTests {
         await network.shutdown()
     }
 
-    @Test("a request to a peer that disconnects fails with the reason its connection ended, without waiting for the timeout")
+    @Test("without sessions, a request to a peer that disconnects fails with the reason its connection ended, without waiting for the timeout")
     func peerLost() async throws {
         let network = TestNetwork()
-        let (alice, bob, bobPeer) = try await aliceAndSilentBob(network)
+        let (alice, bob, bobPeer) = try await aliceAndSilentBob(network, sessions: false)
         let request = Task.immediate { try await alice.request(Question(text: "?"), to: bobPeer, expecting: Answer.self, timeout: .seconds(30)) }
         await network.settle()
         network.kill(bob)

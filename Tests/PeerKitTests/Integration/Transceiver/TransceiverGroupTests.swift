@@ -217,7 +217,7 @@ struct GroupWireTests {
 
         // The new side's hello lists the feature; the old side simply ignores the key.
         let hello = try #require(await raw.nextFrame())
-        #expect(hello.contains(#""features":["groups","resources"]"#), "the hello was \(hello)")
+        #expect(hello.contains(#""features":["groups","resources","resume"]"#), "the hello was \(hello)")
         let peer = try await within(20, "the raw peer to connect") {
             while true {
                 if let peer = transceiver.connectedPeers.first { return peer }
