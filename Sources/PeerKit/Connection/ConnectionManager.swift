@@ -1306,7 +1306,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         if let resume {
             connection.send(resume.frame)
-            if resume.resumed { logger.notice("\(connection) is back within its resume window; what it did not receive is sent again.") }
+            if resume.resumed { logger.info("\(connection) is back within its resume window; what it did not receive is sent again.") }
         }
         if let tieBreak, let retired {
             logger.debug("Two connections to \(tieBreak.peer); keeping the \(tieBreak.newWins ? "new" : "existing") one.")
@@ -1638,16 +1638,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
            let incarnation, session.continues(incarnation: incarnation, fingerprint: fingerprint) {
             return !record.link.isConnected
         }
-        if var old = record.session {
+        if let old = record.session {
             // Another run of the peer (or one without the feature now): a new session.
             let error = PeerKitError.peerRestarted(peer: record.peer.name)
             let wasSuspended = !old.isEnded && !record.link.isConnected
-            state.waitersToResume += old.end(error)
-            record.session = nil
-            record.inboundNext = [:]
-            if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-            record.windowTimer = nil
-            state.rememberFailure(error, of: record.peer.id)
+            dropSession(&record, error: error, state: &state)
             if wasSuspended { state.emit(.peerDisconnected(record.snapshot, reason: error)) }
         }
         if let incarnation {
@@ -1703,6 +1698,14 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Ends `record`'s session with `error` and reports the peer disconnected with it (the peer
     /// has no connection). Call with the lock held.
     private func endSession(_ record: inout PeerRecord, error: PeerKitError, state: inout State) {
+        guard record.session != nil else { return }
+        dropSession(&record, error: error, state: &state)
+        disconnected(&record, reason: error, state: &state)
+    }
+
+    /// Ends `record`'s session with `error` (its waiting senders resume and throw it, its window
+    /// timer is cancelled) without reporting anything. Call with the lock held.
+    private func dropSession(_ record: inout PeerRecord, error: PeerKitError, state: inout State) {
         guard var session = record.session else { return }
         state.waitersToResume += session.end(error)
         record.session = nil
@@ -1710,7 +1713,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
         record.windowTimer = nil
         state.rememberFailure(error, of: record.peer.id)
-        disconnected(&record, reason: error, state: &state)
     }
 
     /// The failure a peer is disconnected with when it does not acknowledge what was sent to it.
