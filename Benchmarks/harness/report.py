@@ -66,8 +66,6 @@ TARGETS = [
      lambda f: ratio_target(f, "pk.tput.64k", "zmq.tput.64k", lambda r: r >= 0.6)),
     ("pk.tput.4m", "≥ 0.6× pyzmq PUSH/PULL",
      lambda f: ratio_target(f, "pk.tput.4m", "zmq.tput.4m", lambda r: r >= 0.6)),
-    ("pk.rtt.pinned.p50", "≤ 1.0× pyzmq REQ/REP (one core)",
-     lambda f: ratio_target(f, "pk.rtt.pinned.p50", "zmq.rtt.bytes.pinned.p50", lambda r: r <= 1.0)),
     # Issue 14: idle meshes.
     ("pk.mesh.64.cpu", "≤ 5 % of one core", lambda f: absolute_target(f, "pk.mesh.64.cpu", lambda v: v <= 5)),
     ("pk.mesh.64.segments", "≤ 1 segment/s per connection", lambda f: absolute_target(f, "pk.mesh.64.segments", lambda v: v <= 1)),
