@@ -161,7 +161,7 @@ struct ListrStoreEndToEndTests {
             stderr.contains("serving \"Pantry\"")
         }
         _ = try await world.stop(first)
-        let (_, again) = try await world.startDaemon(name: nil, readyName: "Pantry", extra: ["--port", "\(port)"])
+        let (second, again) = try await world.startDaemon(name: nil, readyName: "Pantry", extra: ["--port", "\(port)"])
         #expect(again == port)
         result = try await world.ctl(["config", "get", "--json"] + at)
         let settings = try JSONDecoder().decode(ListrSettings.self, from: Data(result.stdout.utf8))
@@ -170,6 +170,12 @@ struct ListrStoreEndToEndTests {
         result = try await world.ctl(["config", "reset"] + at)
         #expect(result.exit == .status(0), "\(result)")
         #expect(result.stdout.hasPrefix("Reset the settings to their defaults: log-level \"info\""), "\(result)")
+        // The reset renames listrd back to its default name, which restarts its transceiver 300 ms
+        // later (ListrService.renameGrace): ask once it serves under that name, not on the
+        // connection the restart closes (as after the rename to Pantry above).
+        try await second.waitFor("serving under its default name", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.components(separatedBy: "serving \"").count - 1 >= 2
+        }
         result = try await world.ctl(["config", "get", "item-limit"] + at)
         #expect(result.stdout == "1000000\n", "\(result)")
     }
