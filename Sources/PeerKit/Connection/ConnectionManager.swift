@@ -1041,6 +1041,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             record.dialing = false
             var delay = configuration.backoff.delay(attempt: record.attempt, random: Double.random(in: 0..<1))
             if record.wasReached { delay = min(delay, Self.lostPeerRedialCap) }
+            if let peerID = record.peerID, state.peers[peerID]?.session?.isSuspended == true {
+                delay = min(delay, Self.suspendedPeerRedialInterval)
+            }
             let attempt = record.attempt
             record.attempt += 1
             state.armRetry(&record, key: key, delay: delay)
@@ -1062,6 +1065,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// link returns, instead of after the full ``PeerConfiguration/reconnectBackoff`` maximum. A
     /// service that goes away for good is withdrawn from discovery and no longer redialled.
     static let lostPeerRedialCap: Duration = .seconds(2)
+
+    /// The longest wait between redials of a suspended peer (feature resume): its session is
+    /// waiting, with its user's sends queued, so it is redialled every half second, without
+    /// back-off, until it is back or its ``PeerConfiguration/sessionResumeWindow`` ends. Together
+    /// with the one-second ``PeerConfiguration/connectTimeout``, the peer is back within about
+    /// 1.5 s of its link returning (`make test-lan` scenario 13 holds it to 2 s).
+    static let suspendedPeerRedialInterval: Duration = .milliseconds(500)
 
     /// Redial a peer's services soon after its connection was lost.
     private func scheduleRedial(_ keys: Set<String>, state: inout State) {
@@ -1443,14 +1453,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 state.peers[remote.peerID] = record
                 armSwitch = (remote.peerID, generation)
             case .disconnected where record.hasLiveSession && Self.suspends(reason):
-                // Feature resume: the peer is suspended, not disconnected; redialled as usual.
-                if var session = record.session, case let .armWindowTimer(generation) = session.suspend() {
-                    record.session = session
+                // Feature resume: the peer is suspended, not disconnected, and redialled.
+                if let generation = suspend(&record, reason: error, state: &state) {
                     armWindow = (remote.peerID, generation)
                 }
-                state.emit(.peerSuspended(record.snapshot, reason: error))
-                state.peers[remote.peerID] = record
-                scheduleRedial(record.serviceKeys, state: &state)
             case .disconnected:
                 if let error { state.rememberFailure(error, of: remote.peerID) }
                 if var session = record.session {
@@ -1478,17 +1484,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             if !armed { timer.cancel() }
         }
         if let (peerID, generation) = armWindow, let sessions = configuration.sessions {
-            let timer = configuration.clock.schedule(on: timerLoop, in: sessions.window) {
-                self.windowExpired(peerID: peerID, generation: generation)
-            }
-            let armed = state.withLockedValue { state -> Bool in
-                guard var record = state.peers[peerID], record.session?.isSuspended == true else { return false }
-                record.windowTimer = (generation, timer)
-                state.peers[peerID] = record
-                return true
-            }
-            if !armed { timer.cancel() }
-            logger.notice("\(connection) is unreachable (\(error?.description ?? "its connection closed")); it stays connected for \(sessions.window.peerKitSeconds) (PeerConfiguration.sessionResumeWindow) while it is redialled, and what is sent to it waits, up to \(sessions.maximumUnacknowledgedBytes) bytes.")
+            armWindowTimer(peerID: peerID, generation: generation)
+            // The timeout's own sentence says "… and was disconnected", which a suspended peer is not.
+            let cause = error?.code == .peerTimedOut ? "it did not answer for \(Duration.nanoseconds(configuration.peerTimeout.nanoseconds).peerKitSeconds)"
+                : error?.description ?? "its connection closed"
+            logger.notice("\(connection) is unreachable (\(cause)); it stays connected for \(sessions.window.peerKitSeconds) (PeerConfiguration.sessionResumeWindow) while it is redialled, and what is sent to it waits, up to \(sessions.maximumUnacknowledgedBytes) bytes.")
             return
         }
         if let redialKey {
@@ -1533,16 +1533,60 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     /// The winner of a tie-break did not arrive within the grace period: the peer is disconnected.
+    /// With a session (feature resume), the peer is suspended instead, as when its connection
+    /// dies: what waited for the winner stays in the session and goes out once it is back.
     private func switchGraceExpired(peerID: String, generation: Int) {
+        var armWindow: (generation: Int, name: String)?
         let waiters = withState { state -> [CheckedContinuation<Void, Never>] in
             guard state.running, var record = state.peers[peerID],
                   let waiters = record.link.graceExpired(generation: generation) else { return [] }
             record.switchTimer = nil
-            disconnected(&record, reason: .connectionClosed(peer: record.peer.name), state: &state)
-            if state.peers[peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
+            let reason = PeerKitError.connectionClosed(peer: record.peer.name)
+            if record.hasLiveSession {
+                armWindow = suspend(&record, reason: reason, state: &state).map { ($0, record.peer.name) }
+            } else {
+                disconnected(&record, reason: reason, state: &state)
+                if state.peers[peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
+            }
             return waiters
         }
+        if let armWindow {
+            armWindowTimer(peerID: peerID, generation: armWindow.generation)
+            logger.notice("The connection to \"\(LogSafe.text(armWindow.name, maximumBytes: 80))\" that won the tie-break did not complete its handshake within \(Duration.nanoseconds(configuration.handshakeTimeout.nanoseconds).peerKitSeconds) (PeerConfiguration.handshakeTimeout); the peer is suspended while it is redialled.")
+        }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// Suspends `record`'s peer (feature resume): reported ``PeerEvent/peerSuspended(_:reason:)``,
+    /// still connected for the user, and redialled every ``suspendedPeerRedialInterval``. Returns
+    /// the generation of the resume window's timer to arm (``armWindowTimer(peerID:generation:)``,
+    /// outside the lock). Call with the lock held; it only changes state.
+    private func suspend(_ record: inout PeerRecord, reason: PeerKitError?, state: inout State) -> Int? {
+        var generation: Int?
+        if var session = record.session, case let .armWindowTimer(armed) = session.suspend() {
+            record.session = session
+            generation = armed
+        }
+        state.emit(.peerSuspended(record.snapshot, reason: reason))
+        state.peers[record.peer.id] = record
+        scheduleRedial(record.serviceKeys, state: &state)
+        return generation
+    }
+
+    /// Arms a suspended peer's resume window; call without the lock. A peer back (or gone)
+    /// before the timer is stored has its timer cancelled at once.
+    private func armWindowTimer(peerID: String, generation: Int) {
+        guard let sessions = configuration.sessions else { return }
+        let timer = configuration.clock.schedule(on: timerLoop, in: sessions.window) {
+            self.windowExpired(peerID: peerID, generation: generation)
+        }
+        let armed = state.withLockedValue { state -> Bool in
+            guard var record = state.peers[peerID], record.session?.isSuspended == true else { return false }
+            record.windowTimer = (generation, timer)
+            state.peers[peerID] = record
+            return true
+        }
+        if !armed { timer.cancel() }
     }
 
     /// Reports `record`'s peer disconnected (its state machine is idle now), and removes it

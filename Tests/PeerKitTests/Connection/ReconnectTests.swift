@@ -39,6 +39,28 @@ struct ReconnectTests {
         await network.shutdown()
     }
 
+    @Test("a suspended peer (feature resume) is redialled every 0.5 s, without back-off, while its resume window lasts")
+    func suspendedPeerRedialledEveryHalfSecond() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice") { $0.reconnectBackoff = Self.backoff }
+        let bob = try await network.startTransceiver(named: "bob")
+        try await network.waitUntilConnected(alice, bob)
+        let dialsBefore = network.connectionAttempts(from: alice, to: bob).count
+        let events = EventRecorder(alice, on: network)
+
+        network.kill(bob)
+        try await network.eventually("alice suspended bob") {
+            events.events.contains { if case .peerSuspended = $0 { true } else { false } }
+        }
+        await network.advance(by: .seconds(10))
+
+        let redials = Array(network.connectionAttempts(from: alice, to: bob).dropFirst(dialsBefore))
+        // 0.5, 1, 1.5, ... 10 s: the back-off's 1, 2 and 4 s steps do not apply to a session waiting to resume.
+        #expect(redials == (1...20).map { Duration.milliseconds(500 * $0) })
+        #expect(!events.events.contains { if case .peerDisconnected = $0 { true } else { false } }, "still within the 30 s window")
+        await network.shutdown()
+    }
+
     @Test("a peer never reached is redialled with the configured back-off up to its maximum (4 s here), not the 2 s cap")
     func backoffForAPeerNeverReached() async throws {
         let network = TestNetwork()

@@ -190,5 +190,55 @@ struct SessionResumeTests {
         #expect(kinds == ["suspended", "disconnected(peerRestarted)", "connected"])
         await network.shutdown()
     }
+
+    @Test("a resource in flight when the link is cut is cancelled on both sides with resourceCancelled naming the connection's end; the peer resumes, and the resource sent again arrives whole")
+    func resourceAcrossACut() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, _) = try await pair(network)
+        let toBob = try #require(alice.connectedPeers.first)
+        let bytes = (0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        // The first transfer's handler reads one chunk, then waits until the link is cut (the
+        // 4 MiB window then holds the sender back, so the transfer cannot finish before the cut).
+        let (gate, opener) = AsyncStream.makeStream(of: Void.self)
+        let attempts = NIOLockedValueBox(0)
+        let outcomes = Inbox<String>()
+        let firstChunk = Inbox<Int>()
+        bob.receiveResources(named: "doc") { resource in
+            let attempt = attempts.withLockedValue { $0 += 1; return $0 }
+            var received = 0
+            do {
+                for try await chunk in resource.chunks {
+                    received += chunk.readableBytes
+                    if attempt == 1, received == chunk.readableBytes {
+                        firstChunk.put(received)
+                        for await _ in gate { break }
+                    }
+                }
+                outcomes.put("completed \(received)")
+            } catch let error as PeerKitError {
+                outcomes.put("\(error.code): \(error.description)")
+            }
+        }
+        let transfer = try await alice.send(resource: .bytes(bytes), named: "doc", to: toBob)
+        _ = try await firstChunk.take(1)
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(5))
+        opener.yield()
+        opener.finish()
+        let sent = await #expect(throws: PeerKitError.self) { try await transfer.finished() }
+        #expect(sent?.code == .resourceCancelled)
+        #expect(sent?.description.contains("a transfer does not continue on another connection; send it again once the peer is connected") == true, "\(String(describing: sent))")
+        let received = try await outcomes.take(1)
+        #expect(received.first?.hasPrefix("resourceCancelled: ") == true, "\(received)")
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "bob is suspended, not disconnected")
+
+        network.heal(alice, bob)
+        await network.advance(by: .seconds(5))
+        try await network.waitUntilConnected(alice, bob)
+        let again = try await alice.send(resource: .bytes(bytes), named: "doc", to: toBob)
+        try await again.finished()
+        #expect(try await outcomes.take(1) == ["completed \(bytes.count)"])
+        await network.shutdown()
+    }
 }
 }

@@ -48,9 +48,10 @@ final class RawPeer {
         try await write(.frame(json))
     }
 
-    /// Sends a valid hello; `features` nil sends none, as a peer older than features does.
-    func sayHello(serviceType: String, peerID: String = "raw-peer", name: String = "raw", features: [String]? = nil) async throws {
-        try await write(ConnectionStateMachine.ControlFrame.hello(Hello(peerID: peerID, name: name, serviceType: serviceType, discoveryInfo: nil, features: features)).encode())
+    /// Sends a valid hello; `features` nil sends none, as a peer older than features does;
+    /// `session` is this run's session id for the feature resume.
+    func sayHello(serviceType: String, peerID: String = "raw-peer", name: String = "raw", features: [String]? = nil, session: String? = nil) async throws {
+        try await write(ConnectionStateMachine.ControlFrame.hello(Hello(peerID: peerID, name: name, serviceType: serviceType, discoveryInfo: nil, features: features, session: session)).encode())
     }
 
     /// The next frame's body whose text does not start with one of `prefixes` (pings, by

@@ -276,16 +276,31 @@ final class ResourceTransfers: ResourceFrameSink {
 
     // MARK: Ends
 
-    /// Fails every transfer of `connection` with why it ended.
+    /// Fails every transfer of `connection` with ``PeerKitError/resourceCancelled(name:peer:reason:)``
+    /// naming why it ended. A transfer belongs to one connection: with resumable sessions the
+    /// peer may well be back on the next one (suspended, then resumed), but its transfers are not.
     func connectionEnded(_ connection: PeerConnection) {
         let id = ObjectIdentifier(connection)
         let (outgoing, incoming) = state.withLockedValue { state in
             state.watched.remove(id)
             return (state.outgoing.filter { $0.key.connection == id }.map(\.value), state.incoming.filter { $0.key.connection == id }.map(\.value))
         }
-        let error = connection.closeError ?? .connectionClosed(peer: connection.description)
-        for resource in outgoing { resource.fail(error, tellPeer: false) }
-        for resource in incoming { resource.fail(error, tellPeer: nil) }
+        guard !outgoing.isEmpty || !incoming.isEmpty else { return }
+        let cause = connection.closeError ?? .connectionClosed(peer: connection.description)
+        let reason = Self.connectionEndedReason(cause)
+        for resource in outgoing {
+            resource.fail(.resourceCancelled(name: resource.name, peer: connection.description, reason: reason), tellPeer: false)
+        }
+        for resource in incoming {
+            resource.fail(.resourceCancelled(name: resource.name, peer: connection.description, reason: reason), tellPeer: nil)
+        }
+    }
+
+    /// Why a transfer whose connection ended was cancelled, as the clause of a sentence.
+    static func connectionEndedReason(_ cause: PeerKitError) -> String {
+        var said = cause.description
+        if said.hasSuffix(".") { said.removeLast() }
+        return "the connection it used ended (\(said)), and a transfer does not continue on another connection; send it again once the peer is connected"
     }
 
     /// The session stops: every transfer fails with ``PeerKitError/notRunning``.

@@ -67,7 +67,7 @@ struct TransceiverConnectionTests {
     /// A transceiver with a raw peer "raw-peer" connected on `first`, which then says it keeps
     /// another connection (`bye`, "duplicate connection"), as the tie-break's loser does; returns
     /// once the transceiver closed `first`, with the peer switching.
-    private func peerSwitching(handshakeTimeout: Duration = .seconds(5)) async throws -> (PeerTransceiver, Peer, AsyncStream<PeerEvent>, String) {
+    private func peerSwitching(handshakeTimeout: Duration = .seconds(5), session: String? = nil) async throws -> (PeerTransceiver, Peer, AsyncStream<PeerEvent>, String) {
         let serviceType = randomServiceType()
         var configuration = loopbackConfiguration(serviceType: serviceType, name: "b")
         // A raw peer answers no pings; the heartbeat is not what these tests are about.
@@ -78,7 +78,8 @@ struct TransceiverConnectionTests {
         try await transceiver.start()
         let events = transceiver.events()
         let first = try await RawPeer(connectingTo: try endpoint(of: transceiver))
-        try await first.sayHello(serviceType: serviceType, peerID: "raw-peer", name: "raw")
+        try await first.sayHello(serviceType: serviceType, peerID: "raw-peer", name: "raw", features: session.map { _ in [Hello.Feature.resume] }, session: session)
+        if session != nil { try await first.send(#"{"type":"peerkit.resume","payload":{"received":0}}"#) }
         let peer = try await within(20, "the raw peer to connect") {
             while true {
                 if let peer = transceiver.connectedPeers.first { return peer }
@@ -161,6 +162,37 @@ struct TransceiverConnectionTests {
             }
         }
         #expect(disconnected == .connectionClosed(peer: "raw"))
+    }
+
+    @Test("with a session, a tie-break's winner that does not come in time leaves the peer suspended, not disconnected; the send waits in the session and goes out once the peer is back")
+    func switchWithoutWinnerSuspends() async throws {
+        let session = "raw-session-1"
+        let (transceiver, peer, events, serviceType) = try await peerSwitching(handshakeTimeout: .seconds(1), session: session)
+        defer { transceiver.stop() }
+        var suspended: PeerKitError?
+        for await event in events {
+            if case let .peerSuspended(_, reason) = event { suspended = reason; break }
+            if case let .peerDisconnected(_, reason) = event { Issue.record("the peer was disconnected: \(String(describing: reason))"); break }
+        }
+        #expect(suspended == .connectionClosed(peer: "raw"))
+        #expect(transceiver.connectedPeers.map(\.id) == ["raw-peer"], "a suspended peer still counts as connected")
+        try await transceiver.send(Note(text: "kept"), to: [peer])
+        // The peer comes back in the same session: what was sent meanwhile arrives.
+        let second = try await RawPeer(connectingTo: try endpoint(of: transceiver))
+        defer { second.close() }
+        try await second.sayHello(serviceType: serviceType, peerID: "raw-peer", name: "raw", features: [Hello.Feature.resume], session: session)
+        try await second.send(#"{"type":"peerkit.resume","payload":{"received":0}}"#)
+        var note: String?
+        while note == nil, let frame = await second.nextFrame(skipping: [#"{"type":"peerkit."#]) {
+            if frame.contains(#""kept""#) { note = frame }
+        }
+        #expect(note != nil, "the kept note did not arrive on the new connection")
+        var resumed = false
+        for await event in events {
+            if case .peerResumed = event { resumed = true; break }
+            if case .peerDisconnected = event { break }
+        }
+        #expect(resumed)
     }
 
     @Test("a misbehaving peer is disconnected with peerkit.error while other peers carry on", arguments: [
