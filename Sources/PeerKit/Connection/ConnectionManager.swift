@@ -88,8 +88,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var releasingInbound = false
         /// The resumable session with the peer (feature `resume`), once a connection negotiated it.
         var session: Session?
-        /// Set while a thread writes the session's unwritten frames (one writer keeps their order).
-        var sessionPumping = false
         /// The resume window's timer while the peer is suspended, by the window's generation.
         var windowTimer: (generation: Int, timer: PeerTimer)?
         /// The number of the next session frame from the peer on each connection (set by its
@@ -110,6 +108,53 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
         var snapshot: Peer {
             Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: isConnected, fingerprint: peer.fingerprint)
+        }
+
+        // The session's methods below are called on the record in its dictionary, in place
+        // (`state.peers.values[index].recordInSession(frame)`): a record copied out and stored
+        // back would share the session's retransmit tail with the dictionary's, so that each
+        // frame recorded would copy the whole tail, and `inboundNext` each frame received.
+
+        /// Numbers `frame` in the session and keeps it; then takes what the session has not
+        /// written yet (this frame, after any before it), for the current connection. Nil
+        /// without a session.
+        mutating func recordInSession(_ frame: ByteBuffer) -> (outcome: Session.Record, current: PeerConnection?, writes: Session.Writes?)? {
+            guard let outcome = session?.record(frame) else { return nil }
+            guard case .kept = outcome else { return (outcome, link.current, nil) }
+            return (outcome, link.current, takeSessionWrites()?.writes)
+        }
+
+        /// What the session has not written yet, with the connection to write it on; nil when
+        /// there is nothing, or no connection.
+        mutating func takeSessionWrites() -> (connection: PeerConnection, writes: Session.Writes)? {
+            guard let current = link.current, let writes = session?.takeUnwritten(), !writes.isEmpty else { return nil }
+            return (current, writes)
+        }
+
+        /// Numbers the peer's next session frame on `connection` and decides what becomes of it:
+        /// held (the peer may still be writing on a tie-break's loser, which comes first), or
+        /// what the session says.
+        mutating func receiveNumbered(_ envelope: Envelope, on connection: PeerConnection) -> (outcome: Numbered, held: Bool) {
+            guard session != nil else { return (.drop, false) }
+            let id = ObjectIdentifier(connection)
+            guard let sequence = inboundNext[id] else {
+                return (.violation("it sent a message before peerkit.resend on a connection with the resume feature"), false)
+            }
+            inboundNext[id] = sequence + 1
+            if releasingInbound || link.holdsInbound(from: connection) {
+                heldInbound.append((envelope, connection, sequence))
+                return (.drop, true)
+            }
+            return (takeNumbered(sequence, of: envelope), false)
+        }
+
+        /// Takes the peer's session frame `sequence` into the session.
+        mutating func takeNumbered(_ sequence: UInt64, of envelope: Envelope) -> Numbered {
+            switch session?.receive(sequence: sequence, bytes: envelope.payload.readableBytes + envelope.type.utf8.count) {
+            case let .deliver(acknowledge, armTimer)?: return .deliver(acknowledge: acknowledge, armTimer: armTimer)
+            case .duplicate?, nil: return .drop
+            case let .gap(reason)?: return .violation(reason)
+            }
         }
     }
 
@@ -208,6 +253,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var droppedInbound: [(envelope: Envelope, connection: PeerConnection)] = []
         /// Senders waiting on a session (for acknowledgements) to resume once the lock is released.
         var waitersToResume: [CheckedContinuation<Void, Never>] = []
+        /// Session frames appended to a connection's outbox under the lock (in their numbering's
+        /// order, see ``writeSession(of:state:)``), whose drains are scheduled once it is released.
+        var appendsToFinish: [(PeerConnection, PeerConnection.Appended)] = []
         /// Events waiting to be delivered, in order, and whether a thread is delivering them.
         var events: [ConnectionEvent] = []
         var delivering = false
@@ -269,21 +317,25 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Runs `body` with the state locked, then delivers the events it queued.
     @discardableResult
     private func withState<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        let (result, dropped, cancel, arm, resume) = try state.withLockedValue { state in
+        let (result, dropped, cancel, arm, resume, appends, events) = try state.withLockedValue { state in
             let result = try body(&state)
+            // Events to deliver: checked here, so that a change without any costs no second lock.
+            let events = !state.events.isEmpty && !state.delivering
             defer {
                 state.droppedInbound = []
                 state.timersToCancel = []
                 state.retriesToArm = []
                 state.waitersToResume = []
+                state.appendsToFinish = []
             }
-            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm, state.waitersToResume)
+            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm, state.waitersToResume, state.appendsToFinish, events)
         }
+        for (connection, appended) in appends { connection.finishAppend(appended) }
         for waiter in resume { waiter.resume() }
         for (envelope, connection) in dropped { connection.inboundDropped(envelope) }
         for timer in cancel { timer.cancel() }
         for retry in arm { armRetry(retry) }
-        deliverEvents()
+        if events { deliverEvents() }
         return result
     }
 
@@ -443,7 +495,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             for var record in state.peers.values {
                 if let (_, timer) = record.switchTimer { timers.append(timer) }
                 if let (_, timer) = record.windowTimer { timers.append(timer) }
-                if var session = record.session, let current = record.link.current, !record.sessionPumping {
+                if var session = record.session, let current = record.link.current {
                     let writes = session.takeUnwrittenForStop()
                     record.session = session
                     if !writes.isEmpty { flushes.append((current, writes)) }
@@ -537,8 +589,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var refusedBy: PeerConnection?
         while true {
             let destination = state.withLockedValue { state -> PeerLink.Destination in
-                guard state.running, let record = state.peers[peer.id] else { return .none }
-                return record.link.destination
+                guard state.running, let index = state.peers.index(forKey: peer.id) else { return .none }
+                return state.peers.values[index].link.destination
             }
             switch destination {
             case let .connection(connection):
@@ -572,10 +624,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var refusedBy: PeerConnection?
         while true {
             let route = state.withLockedValue { state -> PeerLink.Route in
-                guard state.running, var record = state.peers[peerID] else { return .notConnected }
-                let route = record.link.route(frame, limit: .max)
-                state.peers[peerID] = record
-                return route
+                // In place: a copy stored back would copy what the state machine holds.
+                guard state.running, let index = state.peers.index(forKey: peerID) else { return .notConnected }
+                return state.peers.values[index].link.route(frame, limit: .max)
             }
             switch route {
             case let .send(connection):
@@ -613,34 +664,36 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     func broadcast(_ frame: ByteBuffer) -> Int {
         let limit = configuration.maximumQueuedOutboundBytes
         var overflowed: [(peerID: String, connection: PeerConnection?, queued: Int)] = []
-        var pumps: [String] = []
         var sessionFailures: [PeerConnection] = []
         let (targets, held) = withState { state -> ([(String, PeerConnection)], Int) in
             var targets: [(String, PeerConnection)] = []
             var held = 0
-            for id in state.peers.keys {
-                guard var record = state.peers[id] else { continue }
-                if record.session != nil {
-                    switch recordSessionFrame(frame, for: id, canWait: false, state: &state) {
-                    case let .kept(pump, _):
-                        held += 1
-                        if pump { pumps.append(id) }
-                    case let .refuse(close): if let close { sessionFailures.append(close) }
-                    case .full, .failed, .noSession, .notConnected: break
-                    }
+            // The IDs are copied out: a loop over `state.peers.keys` keeps the dictionary's
+            // storage referenced, so that each change below would copy the whole dictionary.
+            for id in Array(state.peers.keys) {
+                switch recordSessionFrame(frame, for: id, canWait: false, state: &state) {
+                case .kept:
+                    held += 1
                     continue
+                case let .refuse(close):
+                    if let close { sessionFailures.append(close) }
+                    continue
+                case .full, .failed, .notConnected:
+                    continue
+                case .noSession:
+                    break
                 }
-                switch record.link.route(frame, limit: limit) {
+                // Without a session, routed by the peer's state machine, in place.
+                guard let index = state.peers.index(forKey: id) else { continue }
+                switch state.peers.values[index].link.route(frame, limit: limit) {
                 case let .send(connection): targets.append((id, connection))
                 case .held: held += 1
-                case .full: overflowed.append((id, nil, record.link.heldBytes))
+                case .full: overflowed.append((id, nil, state.peers.values[index].link.heldBytes))
                 case .notConnected: break
                 }
-                state.peers[id] = record
             }
             return (targets, held)
         }
-        for id in pumps { pumpSession(of: id) }
         for connection in sessionFailures { connection.requestClose(.failed(sessionBoundFailure())) }
         var sent = held
         for (id, connection) in targets {
@@ -1371,7 +1424,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             return
         }
         guard !configuration.admission.hold(envelope, on: connection) else { return }
-        if configuration.sessions != nil, connection.remote?.resumableSession != nil {
+        if configuration.sessions != nil, connection.offersResumableSession {
             let control: SessionFrame?
             do throws(ConnectionStateMachine.Failure) {
                 control = try SessionFrame.parse(envelope)
@@ -1398,10 +1451,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // Held while the peer may still be writing on a tie-break's loser: what it wrote
             // there comes first.
             let held = state.withLockedValue { state -> Bool in
-                guard var record = state.peers[peer.id],
-                      record.releasingInbound || record.link.holdsInbound(from: connection) else { return false }
-                record.heldInbound.append((envelope, connection, nil))
-                state.peers[peer.id] = record
+                // In place: nothing is copied for the usual frame, which is not held.
+                guard let index = state.peers.index(forKey: peer.id),
+                      state.peers.values[index].releasingInbound || state.peers.values[index].link.holdsInbound(from: connection) else { return false }
+                state.peers.values[index].heldInbound.append((envelope, connection, nil))
                 return true
             }
             if !held { messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection) }
@@ -1634,7 +1687,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 defer { record.heldInbound = [] }
                 return record.heldInbound.map { held in
                     guard let sequence = held.sequence else { return (held.envelope, held.connection, true) }
-                    switch Self.takeNumbered(sequence, of: held.envelope, into: &record) {
+                    switch record.takeNumbered(sequence, of: held.envelope) {
                     case let .deliver(_, arm):
                         armTimer = armTimer || arm
                         return (held.envelope, held.connection, true)
@@ -1703,8 +1756,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         case noSession
         /// The transceiver stopped, or the peer is unknown.
         case notConnected
-        /// Kept until acknowledged; the caller claimed the writer when `pump`.
-        case kept(pump: Bool, current: PeerConnection?)
+        /// Kept until acknowledged, and written on `current` (when connected).
+        case kept(current: PeerConnection?)
         /// At the bound while the peer is connected: a sender that can wait waits for acknowledgements.
         case full
         /// At the bound while the peer is connected, for a frame that cannot wait: close
@@ -1716,19 +1769,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// Numbers `frame` in the peer's session and keeps it. Call with the lock held.
     private func recordSessionFrame(_ frame: ByteBuffer, for peerID: String, canWait: Bool, state: inout State) -> SessionSend {
-        guard state.running, var record = state.peers[peerID] else { return .notConnected }
-        guard var session = record.session else { return .noSession }
-        switch session.record(frame) {
+        guard state.running, let index = state.peers.index(forKey: peerID) else { return .notConnected }
+        // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
+        guard let recorded = state.peers.values[index].recordInSession(frame) else { return .noSession }
+        switch recorded.outcome {
         case .kept:
-            record.session = session
-            var pump = false
-            if !record.sessionPumping {
-                record.sessionPumping = true
-                pump = true
-            }
-            state.peers[peerID] = record
-            return .kept(pump: pump, current: record.link.current)
+            if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, state: &state) }
+            return .kept(current: recorded.current)
         case let .full(bytes):
+            guard var record = state.peers[peerID], let session = record.session else { return .notConnected }
             if record.link.isConnected { return canWait ? .full : .refuse(close: record.link.current) }
             // Suspended: the peer is disconnected, and what was pending throws why.
             let error = PeerKitError.sessionBufferFull(peer: record.peer.name, unacknowledgedBytes: bytes, limit: session.limits.maximumUnacknowledgedBytes)
@@ -1770,8 +1819,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             switch withState({ recordSessionFrame(frame, for: peer.id, canWait: true, state: &$0) }) {
             case .noSession, .notConnected:
                 return false
-            case let .kept(pump, current):
-                if pump { pumpSession(of: peer.id) }
+            case let .kept(current):
                 // Paced like a socket, as without a session.
                 if let current, current.queuedOutboundBytes >= PeerConnection.outboxHighWatermark {
                     do {
@@ -1796,8 +1844,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         switch withState({ recordSessionFrame(frame, for: peerID, canWait: false, state: &$0) }) {
         case .noSession, .notConnected:
             return nil
-        case let .kept(pump, _):
-            if pump { pumpSession(of: peerID) }
+        case .kept:
             return true
         case let .refuse(close):
             close?.requestClose(.failed(sessionBoundFailure()))
@@ -1842,76 +1889,78 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         close?.requestClose(.failed(sessionBoundFailure()))
     }
 
-    /// Writes the session's unwritten frames of `peerID` on its current connection, in order,
-    /// until none is left; the caller claimed the writer (``PeerRecord/sessionPumping``), so
-    /// frames go out in the order they were numbered.
-    private func pumpSession(of peerID: String) {
-        while true {
-            let next = state.withLockedValue { state -> (PeerConnection, Session.Writes)? in
-                guard var record = state.peers[peerID] else { return nil }
-                defer { state.peers[peerID] = record }
-                guard var session = record.session, let current = record.link.current else {
-                    record.sessionPumping = false
-                    return nil
-                }
-                let writes = session.takeUnwritten()
-                record.session = session
-                guard !writes.isEmpty else {
-                    record.sessionPumping = false
-                    return nil
-                }
-                return (current, writes)
-            }
-            guard let (connection, writes) = next else { return }
-            if let from = writes.from { connection.send(SessionFrame.resend(from: from).encode()) }
-            // A connection that ended refuses them: they stay in the session, for the resume.
-            for frame in writes.frames { _ = connection.enqueue(frame, below: nil) }
-        }
+    /// Appends what `peerID`'s session has not written yet to its current connection's outbox,
+    /// in order, with the lock held: the wire order is then the numbering's, whoever sends, and
+    /// no writer has to be claimed. The drains are scheduled once the lock is released
+    /// (``State/appendsToFinish``). A connection that ended refuses them: they stay in the
+    /// session, for the resume. Call with the lock held (``withState(_:)``).
+    private func writeSession(of peerID: String, state: inout State) {
+        // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
+        guard let index = state.peers.index(forKey: peerID),
+              let (current, writes) = state.peers.values[index].takeSessionWrites() else { return }
+        append(writes, to: current, state: &state)
+    }
+
+    /// Appends a session's `writes` to `connection`'s outbox (see ``writeSession(of:state:)``).
+    private func append(_ writes: Session.Writes, to connection: PeerConnection, state: inout State) {
+        var frames = writes.frames
+        if let from = writes.from { frames.insert(SessionFrame.resend(from: from).encode(), at: 0) }
+        let appended = connection.appendInOrder(frames)
+        if appended.bytes > 0 { state.appendsToFinish.append((connection, appended)) }
     }
 
     /// A `peerkit.resume`, `peerkit.resend` or `peerkit.ack` from the peer on `connection`.
     private func sessionControl(_ frame: SessionFrame, on connection: PeerConnection, from peer: Peer) {
         var violation: String?
-        var pump = false
         var resent = 0
         withState { state in
             guard var record = state.peers[peer.id], var session = record.session else { return }
-            defer {
-                record.session = session
-                state.peers[peer.id] = record
-            }
-            switch frame {
-            case let .resume(received) where record.link.current === connection && !session.isSuspended && session.phase != .active:
-                switch session.peerResumed(received: received) {
-                case .resumed:
-                    if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-                    record.windowTimer = nil
-                    resent = session.unacknowledgedCount
-                    if !record.sessionPumping {
-                        record.sessionPumping = true
-                        pump = true
-                    }
-                case let .invalid(reason):
-                    violation = reason
-                }
-            case let .resume(received), let .ack(received):
-                // On a connection that is not the peer's (a tie-break's), a resume acknowledges.
-                switch session.acknowledged(through: received) {
-                case let .freed(_, waiters): state.waitersToResume += waiters
-                case .stale: break
-                case let .invalid(reason): violation = reason
-                }
-            case let .resend(from):
-                guard from >= 1 else {
-                    violation = "its peerkit.resend names session frame 0, and they are numbered from 1"
-                    return
-                }
-                record.inboundNext[ObjectIdentifier(connection)] = from
+            // `session` alone refers to the retransmit tail while it changes (an acknowledgement
+            // drops its head), so that the tail is not copied (see recordSessionFrame).
+            record.session = nil
+            state.peers[peer.id]?.session = nil
+            let write = Self.apply(frame, on: connection, to: &record, session: &session, state: &state, violation: &violation)
+            record.session = session
+            state.peers[peer.id] = record
+            if write {
+                resent = session.unacknowledgedCount
+                writeSession(of: peer.id, state: &state)
             }
         }
         if let violation { connection.fail(violation) }
         if resent > 0 { logger.debug("Resending \(resent) session frames to \(peer) that it did not acknowledge.") }
-        if pump { pumpSession(of: peer.id) }
+    }
+
+    /// Applies the peer's session control `frame` to `record` and its `session` (taken out of
+    /// it); returns whether the session's frames are to be written now (the peer resumed). Call
+    /// with the lock held.
+    private static func apply(_ frame: SessionFrame, on connection: PeerConnection, to record: inout PeerRecord, session: inout Session,
+                              state: inout State, violation: inout String?) -> Bool {
+        switch frame {
+        case let .resume(received) where record.link.current === connection && !session.isSuspended && session.phase != .active:
+            switch session.peerResumed(received: received) {
+            case .resumed:
+                if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+                record.windowTimer = nil
+                return true
+            case let .invalid(reason):
+                violation = reason
+            }
+        case let .resume(received), let .ack(received):
+            // On a connection that is not the peer's (a tie-break's), a resume acknowledges.
+            switch session.acknowledged(through: received) {
+            case let .freed(_, waiters): state.waitersToResume += waiters
+            case .stale: break
+            case let .invalid(reason): violation = reason
+            }
+        case let .resend(from):
+            guard from >= 1 else {
+                violation = "its peerkit.resend names session frame 0, and they are numbered from 1"
+                return false
+            }
+            record.inboundNext[ObjectIdentifier(connection)] = from
+        }
+        return false
     }
 
     /// What the session decided about one of the peer's numbered frames.
@@ -1924,36 +1973,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         case violation(String)
     }
 
-    /// Takes the peer's session frame `sequence` into `record`'s session. Call with the lock held.
-    private static func takeNumbered(_ sequence: UInt64, of envelope: Envelope, into record: inout PeerRecord) -> Numbered {
-        guard var session = record.session else { return .drop }
-        defer { record.session = session }
-        switch session.receive(sequence: sequence, bytes: envelope.payload.readableBytes + envelope.type.utf8.count) {
-        case let .deliver(acknowledge, armTimer): return .deliver(acknowledge: acknowledge, armTimer: armTimer)
-        case .duplicate: return .drop
-        case let .gap(reason): return .violation(reason)
-        }
-    }
-
     /// A numbered frame (a message, request or reply) from a peer with a session.
     private func receiveNumbered(_ envelope: Envelope, on connection: PeerConnection, from peer: Peer) {
         var held = false
         let outcome = withState { state -> Numbered in
-            guard var record = state.peers[peer.id], record.session != nil else { return .drop }
-            defer { state.peers[peer.id] = record }
-            let id = ObjectIdentifier(connection)
-            guard let sequence = record.inboundNext[id] else {
-                return .violation("it sent a message before peerkit.resend on a connection with the resume feature")
-            }
-            record.inboundNext[id] = sequence + 1
-            // Held while the peer may still be writing on a tie-break's loser: what it wrote
-            // there comes first.
-            if record.releasingInbound || record.link.holdsInbound(from: connection) {
-                record.heldInbound.append((envelope, connection, sequence))
-                held = true
-                return .drop
-            }
-            return Self.takeNumbered(sequence, of: envelope, into: &record)
+            // In place (see PeerRecord.recordInSession).
+            guard let index = state.peers.index(forKey: peer.id) else { return .drop }
+            let (outcome, wasHeld) = state.peers.values[index].receiveNumbered(envelope, on: connection)
+            held = wasHeld
+            return outcome
         }
         if held { return }
         switch outcome {

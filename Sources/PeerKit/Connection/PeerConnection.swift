@@ -64,9 +64,25 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var bulkWaiters: [CheckedContinuation<Void, Never>] = []
         var drainScheduled = false
         /// The peer's hello: the one place it is kept.
-        var remote: Hello?
+        var remote: Hello? {
+            didSet {
+                peer = Self.peer(remote, fingerprint: fingerprint)
+                offersResumableSession = remote?.resumableSession != nil
+            }
+        }
         /// Certificates mode: the SHA-256 fingerprint of the peer's verified public key.
-        var fingerprint: String?
+        var fingerprint: String? {
+            didSet { peer = Self.peer(remote, fingerprint: fingerprint) }
+        }
+        /// The peer made from ``remote`` and ``fingerprint``, kept with them: it is asked for
+        /// with every frame received.
+        private(set) var peer: Peer?
+        /// Whether ``remote`` offers a resumable session, kept with it for the same reason.
+        private(set) var offersResumableSession = false
+
+        private static func peer(_ hello: Hello?, fingerprint: String?) -> Peer? {
+            hello.map { Peer(id: $0.peerID, name: $0.name, discoveryInfo: $0.discoveryInfo ?? [:], isConnected: true, fingerprint: fingerprint) }
+        }
         var closed = false
         /// Cleared when the connection starts closing: from then on frames are refused (the
         /// connection manager already routes the peer's frames elsewhere).
@@ -124,12 +140,11 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     /// The peer at the other end, once the handshake completed (made from its hello and, in
     /// certificates mode, its verified fingerprint).
-    var peer: Peer? {
-        let (remote, fingerprint) = state.withLockedValue { ($0.remote, $0.fingerprint) }
-        return remote.map { hello in
-            Peer(id: hello.peerID, name: hello.name, discoveryInfo: hello.discoveryInfo ?? [:], isConnected: true, fingerprint: fingerprint)
-        }
-    }
+    var peer: Peer? { state.withLockedValue { $0.peer } }
+
+    /// Whether the peer's hello offers a resumable session (feature resume, with its session
+    /// id): asked for with every frame received, so it does not copy the hello.
+    var offersResumableSession: Bool { state.withLockedValue { $0.offersResumableSession } }
 
     /// Bytes waiting in the outbox.
     var queuedOutboundBytes: Int { state.withLockedValue { $0.queuedBytes } }
@@ -219,6 +234,45 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             channel.eventLoop.execute { self.drain() }
         }
         return outcome
+    }
+
+    /// What ``appendInOrder(_:)`` queued: its bytes, and whether the drain is to be scheduled.
+    struct Appended {
+        var bytes = 0
+        var scheduleDrain = false
+    }
+
+    /// Appends `frames` to the outbox, in order, without scheduling the drain or updating the
+    /// metrics: for a caller that decides the order of frames under a lock of its own (a
+    /// session's numbering, which the wire order must follow) and so appends under it. It calls
+    /// ``finishAppend(_:)`` once its lock is released. This connection's lock is a leaf (nothing
+    /// is called while it is held), so taking it under another cannot deadlock. Appends nothing
+    /// once the connection is closing or closed; unlike ``enqueue(_:below:)`` there is no mark:
+    /// the caller bounds what it keeps (a session, by ``PeerConfiguration/maximumUnacknowledgedBytes``).
+    func appendInOrder(_ frames: [ByteBuffer]) -> Appended {
+        state.withLockedValue { state -> Appended in
+            guard !state.closed, state.accepting, !frames.isEmpty else { return Appended() }
+            var appended = Appended()
+            for frame in frames {
+                state.queued.append(frame)
+                appended.bytes += frame.readableBytes
+            }
+            state.queuedBytes += appended.bytes
+            if !state.drainScheduled {
+                state.drainScheduled = true
+                appended.scheduleDrain = true
+            }
+            return appended
+        }
+    }
+
+    /// Completes an ``appendInOrder(_:)``: counts its bytes and schedules the drain. Call with
+    /// no lock held.
+    func finishAppend(_ appended: Appended) {
+        if appended.bytes > 0 { metrics.sendQueueBytes.increment(by: Double(appended.bytes)) }
+        if appended.scheduleDrain {
+            channel.eventLoop.execute { self.drain() }
+        }
     }
 
     /// Queues a frame of this connection's own protocol (a heartbeat, a group update, a resource

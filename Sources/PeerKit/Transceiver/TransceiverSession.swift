@@ -102,7 +102,8 @@ final class TransceiverSession: ConnectionManagerDelegate {
             ),
             clock: clock,
             logger: configuration.logger,
-            tasks: tasks
+            tasks: tasks,
+            resumesSessions: configuration.resumesSessions
         )
         switch configuration.discovery {
         case .avahi: discovery = AvahiDiscovery(logger: configuration.logger)

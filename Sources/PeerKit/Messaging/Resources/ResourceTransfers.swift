@@ -62,7 +62,12 @@ final class ResourceTransfers: ResourceFrameSink {
     /// runs each in a task of its own (tests of the transfers alone).
     private let tasks: SessionTasks?
 
-    init(registry: ResourceRegistry, limits: Limits, clock: PeerClock, logger: Logger, tasks: SessionTasks? = nil) {
+    /// Whether this side resumes sessions (``PeerConfiguration/resumesSessions``): a peer whose
+    /// connection ends may then stay connected (suspended), and its transfers' errors say so.
+    private let resumesSessions: Bool
+
+    init(registry: ResourceRegistry, limits: Limits, clock: PeerClock, logger: Logger, tasks: SessionTasks? = nil, resumesSessions: Bool = false) {
+        self.resumesSessions = resumesSessions
         self.tasks = tasks
         self.registry = registry
         self.limits = limits
@@ -276,9 +281,11 @@ final class ResourceTransfers: ResourceFrameSink {
 
     // MARK: Ends
 
-    /// Fails every transfer of `connection` with ``PeerKitError/resourceCancelled(name:peer:reason:)``
-    /// naming why it ended. A transfer belongs to one connection: with resumable sessions the
-    /// peer may well be back on the next one (suspended, then resumed), but its transfers are not.
+    /// Fails every transfer of `connection` with why it ended. Without a session that is the
+    /// connection's own error, with which its peer is disconnected too. With one (feature resume)
+    /// the peer may stay connected, suspended and then resumed on the next connection, but a
+    /// transfer belongs to one connection: it fails with
+    /// ``PeerKitError/resourceCancelled(name:peer:reason:)``, naming why the connection ended.
     func connectionEnded(_ connection: PeerConnection) {
         let id = ObjectIdentifier(connection)
         let (outgoing, incoming) = state.withLockedValue { state in
@@ -287,12 +294,13 @@ final class ResourceTransfers: ResourceFrameSink {
         }
         guard !outgoing.isEmpty || !incoming.isEmpty else { return }
         let cause = connection.closeError ?? .connectionClosed(peer: connection.description)
+        let inSession = resumesSessions && connection.remote?.resumableSession != nil
         let reason = Self.connectionEndedReason(cause)
         for resource in outgoing {
-            resource.fail(.resourceCancelled(name: resource.name, peer: connection.description, reason: reason), tellPeer: false)
+            resource.fail(inSession ? .resourceCancelled(name: resource.name, peer: connection.description, reason: reason) : cause, tellPeer: false)
         }
         for resource in incoming {
-            resource.fail(.resourceCancelled(name: resource.name, peer: connection.description, reason: reason), tellPeer: nil)
+            resource.fail(inSession ? .resourceCancelled(name: resource.name, peer: connection.description, reason: reason) : cause, tellPeer: nil)
         }
     }
 
