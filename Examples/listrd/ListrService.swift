@@ -125,25 +125,47 @@ final class ListrService: Service, Sendable {
         }
     }
 
-    /// How many dumps are being sent (at most ``ListrLimits/maximumConcurrentDumps``).
+    /// How many dumps are being sent (at most ``ListrLimits/maximumConcurrentDumps``, and one
+    /// fewer to one address).
     private let dumps = DumpCount()
 
-    /// The dumps being sent, shared with the handlers.
+    /// The dumps being sent, in all and by the address they go to, shared with the handlers.
+    /// A peer ID is whatever a client claims, so the share of one client is counted by its
+    /// address (``PeerTransceiver/sourceAddress(of:)``): one host never holds every slot, however
+    /// many connections and peer IDs it uses.
     private final class DumpCount: Sendable {
-        private let count = Mutex(0)
+        private struct Counts {
+            var total = 0
+            var byAddress: [String: Int] = [:]
+        }
 
-        /// Counts one more dump, or returns false when the limit is reached.
-        func take() -> Bool {
-            count.withLock { count in
-                guard count < ListrLimits.maximumConcurrentDumps else { return false }
-                count += 1
-                return true
+        private let counts = Mutex(Counts())
+
+        /// Why a dump cannot start now, as a sentence; nil when it was counted.
+        func take(for address: String?) -> String? {
+            counts.withLock { counts in
+                guard counts.total < ListrLimits.maximumConcurrentDumps else {
+                    return "listrd is already sending \(ListrLimits.maximumConcurrentDumps) dumps, its limit; try again once one has arrived."
+                }
+                if let address {
+                    let held = counts.byAddress[address, default: 0]
+                    guard held < ListrLimits.maximumConcurrentDumpsPerAddress else {
+                        return "listrd is already sending \(held) dumps to \(address), its limit for one address (ListrLimits.maximumConcurrentDumpsPerAddress); try again once one has arrived."
+                    }
+                    counts.byAddress[address] = held + 1
+                }
+                counts.total += 1
+                return nil
             }
         }
 
-        /// A dump ended (sent, failed, or never started).
-        func release() {
-            count.withLock { $0 -= 1 }
+        /// A dump to `address` ended (sent, failed, or never started).
+        func release(for address: String?) {
+            counts.withLock { counts in
+                counts.total -= 1
+                guard let address, let held = counts.byAddress[address] else { return }
+                counts.byAddress[address] = held > 1 ? held - 1 : nil
+            }
         }
     }
 
@@ -301,15 +323,14 @@ final class ListrService: Service, Sendable {
     /// ``ListrLimits/maximumConcurrentDumps`` are sent at once (`dumps` counts them).
     private static func sendDump(handler: ListrRequestHandler, to sender: Peer, on transceiver: PeerTransceiver?, counting dumps: DumpCount) async -> CLIResponse {
         guard let transceiver else { return .error(PeerKitError.notRunning.description) }
-        guard dumps.take() else {
-            return .error("listrd is already sending \(ListrLimits.maximumConcurrentDumps) dumps, its limit; try again once one has arrived.")
-        }
+        let address = transceiver.sourceAddress(of: sender)
+        if let refusal = dumps.take(for: address) { return .error(refusal) }
         do {
             let dump = try await handler.dump()
             let transfer = try await transceiver.send(resource: dump.source, named: ListrResources.dump, to: sender)
             let logger = transceiver.configuration.logger
             Task {
-                defer { dumps.release() }
+                defer { dumps.release(for: address) }
                 do {
                     try await transfer.finished()
                 } catch {
@@ -318,7 +339,7 @@ final class ListrService: Service, Sendable {
             }
             return .message("Sending the list (\(dump.size) bytes) as the resource \"\(ListrResources.dump)\".")
         } catch {
-            dumps.release()
+            dumps.release(for: address)
             return .error("\(error)")
         }
     }

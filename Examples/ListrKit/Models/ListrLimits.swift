@@ -20,6 +20,10 @@ public enum ListrLimits {
     /// the database (a connection and a read transaction of its own) until its transfer ends; a
     /// request for another is answered with an error saying so, and nothing else waits.
     public static let maximumConcurrentDumps = 4
+
+    /// How many of those may go to one address (an IPv4 address, or an IPv6 /64) at once: one
+    /// fewer than all, so that one host, whatever peer IDs it claims, never holds every slot.
+    public static let maximumConcurrentDumpsPerAddress = maximumConcurrentDumps - 1
 }
 
 extension ListrLimits {

@@ -547,6 +547,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         state.withLockedValue { $0.peers[peerID]?.active }
     }
 
+    /// The address `peerID`'s connection comes from, as the per-address limits count it (see
+    /// ``HandshakeSlots/source(of:)``); nil without a connection.
+    func sourceAddress(of peerID: String) -> String? {
+        connection(to: peerID).flatMap { Slots.source(of: $0.channel.remoteAddress) }
+    }
+
     /// The connection frames for a peer go to now; while the peer is switching to the connection
     /// that won a tie-break (its `bye` closed the one in use, and the winner's handshake has not
     /// completed here yet), waits for the winner, at most ``Configuration/handshakeTimeout``. Nil

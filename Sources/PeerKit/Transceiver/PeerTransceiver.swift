@@ -307,4 +307,17 @@ public final class PeerTransceiver: Service, Sendable {
     /// (``PeerEvent/knownPeersListed``). A one-shot tool that wants "the peers there are" waits for
     /// this instead of a fixed delay: with Avahi it comes within milliseconds, from the daemon's cache.
     public var knownPeersListed: Bool { session?.knownServicesListed ?? false }
+
+    /// Where `peer`'s connection comes from, as PeerKit counts its own limits per address: an
+    /// IPv4 address such as `"192.168.1.20"`, or the /64 prefix of an IPv6 one such as
+    /// `"fd00:0:0:1::/64"` (one host can take any address of its /64). Nil while the peer has no
+    /// connection (not connected, switching to a tie-break's winner, or suspended), or when the
+    /// transport has no IP addresses.
+    ///
+    /// A peer ID is whatever a peer says it is; its address is not. Key limits of your own on
+    /// this (for example, how many expensive answers one host may have in flight), so that one
+    /// host cannot take them all by claiming several peer IDs.
+    public func sourceAddress(of peer: Peer) -> String? {
+        session?.manager.sourceAddress(of: peer.id)
+    }
 }

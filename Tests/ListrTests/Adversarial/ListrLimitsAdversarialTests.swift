@@ -36,6 +36,53 @@ struct ListrLimitsAdversarialTests {
         return answered.value
     }
 
+    /// Asks listrd for `count` dumps as resources on `socket` and returns its answers, in order;
+    /// the resources it then offers are never accepted, so each dump holds its slot.
+    private static func askForDumps(_ socket: RawSocket, count: Int, tag: String) async throws -> [String] {
+        try await blocking {
+            var requests: [UInt8] = []
+            for index in 0..<count {
+                requests += RawSocket.frame(#"{"type":"DumpDatabaseCommand","id":"\#(tag)-\#(index)","payload":{"asResource":true}}"#)
+            }
+            guard socket.write(requests) else { return ["the connection closed before the requests were written"] }
+            var answers: [String] = []
+            while answers.count < count, let frame = socket.readMessage() {
+                if frame.contains("\"replyTo\"") { answers.append(frame) }
+            }
+            return answers
+        }
+    }
+
+    /// A raw client from `source`, claiming `peerID`, that lists the resources feature.
+    private static func dumpClient(port: Int, from source: String, peerID: String, serviceType: String) async throws -> RawSocket {
+        try await blocking {
+            let socket = try RawSocket.connect(port: port, from: source)
+            socket.setTimeout(seconds: 30)
+            socket.sayHello(serviceType: serviceType, name: peerID, peerID: peerID, features: ["resources"])
+            return socket
+        }
+    }
+
+    @Test("two connections from one address, claiming two peer IDs, hold at most 3 of listrd's 4 dump slots; a client from another address gets the last")
+    func dumpSlotsByAddress() async throws {
+        let world = try ListrFixture()
+        let (_, port) = try await world.startDaemon(extra: ["--insecure"])
+        let serviceType = world.serviceType
+        let first = try await Self.dumpClient(port: port, from: "127.0.0.1", peerID: "claimed-1", serviceType: serviceType)
+        let second = try await Self.dumpClient(port: port, from: "127.0.0.1", peerID: "claimed-2", serviceType: serviceType)
+        defer { first.close(); second.close() }
+        let answers = try await Self.askForDumps(first, count: 2, tag: "a") + (try await Self.askForDumps(second, count: 2, tag: "b"))
+        #expect(answers.count == 4, "\(answers)")
+        #expect(answers.prefix(3).allSatisfy { $0.contains("Sending the list") }, "\(answers)")
+        #expect(answers.last?.contains("listrd is already sending 3 dumps to 127.0.0.1, its limit for one address (ListrLimits.maximumConcurrentDumpsPerAddress)") == true,
+                "the fourth dump for one address (two connections, two peer IDs) was answered: \(answers.last ?? "nothing")")
+
+        let other = try await Self.dumpClient(port: port, from: "127.0.0.2", peerID: "other", serviceType: serviceType)
+        defer { other.close() }
+        let answer = try await Self.askForDumps(other, count: 1, tag: "c")
+        #expect(answer.first?.contains("Sending the list") == true, "a client from another address was answered \(answer) while one address held 3 of the 4 dump slots")
+    }
+
     @Test("20,000 refused requests from one peer make two log lines: the first refusal, then the count once the series ends")
     func refusalFlood() async throws {
         let world = try ListrFixture()

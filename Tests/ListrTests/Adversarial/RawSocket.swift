@@ -12,11 +12,25 @@ import Glibc
 struct RawSocket: Sendable {
     let descriptor: Int32
 
-    /// Connects to 127.0.0.1:`port`. With `waitForConnection: false` the connect is started
-    /// without waiting for it (for opening thousands of idle connections).
-    static func connect(port: Int, waitForConnection: Bool = true) throws -> RawSocket {
+    /// Connects to 127.0.0.1:`port`, from `source` (another loopback address stands for another
+    /// host). With `waitForConnection: false` the connect is started without waiting for it (for
+    /// opening thousands of idle connections).
+    static func connect(port: Int, from source: String? = nil, waitForConnection: Bool = true) throws -> RawSocket {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket() failed: errno \(errno).") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                let error = errno
+                Glibc.close(descriptor)
+                throw TestFailure("bind to \(source) failed: errno \(error).")
+            }
+        }
         if !waitForConnection {
             _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
         }
@@ -125,9 +139,9 @@ struct RawSocket: Sendable {
         return false
     }
 
-    /// Sends a valid hello for `serviceType`, with `name` as the peer name.
-    func sayHello(serviceType: String, name: String, peerID: String = UUID().uuidString) {
-        write(Self.frame(Self.hello(serviceType: serviceType, name: name, peerID: peerID)))
+    /// Sends a valid hello for `serviceType`, with `name` as the peer name, listing `features`.
+    func sayHello(serviceType: String, name: String, peerID: String = UUID().uuidString, features: [String]? = nil) {
+        write(Self.frame(Self.hello(serviceType: serviceType, name: name, peerID: peerID, features: features)))
     }
 
     func close() {
@@ -147,8 +161,9 @@ struct RawSocket: Sendable {
     }
 
     /// A `peerkit.hello` envelope; `name` is JSON-escaped (it may hold control characters).
-    static func hello(serviceType: String, name: String, peerID: String) -> String {
-        let payload: [String: Any] = ["protocol": 1, "peerID": peerID, "name": name, "serviceType": serviceType]
+    static func hello(serviceType: String, name: String, peerID: String, features: [String]? = nil) -> String {
+        var payload: [String: Any] = ["protocol": 1, "peerID": peerID, "name": name, "serviceType": serviceType]
+        if let features { payload["features"] = features }
         let data = (try? JSONSerialization.data(withJSONObject: ["type": "peerkit.hello", "payload": payload])) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
