@@ -63,7 +63,7 @@ struct ListrLimitsAdversarialTests {
         }
     }
 
-    @Test("two connections from one address, claiming two peer IDs, hold at most 3 of listrd's 4 dump slots; a client from another address gets the last")
+    @Test("two connections from one address, claiming two peer IDs, hold at most 3 of listrd's 4 dump slots; a client from another address gets the last, and a third address none")
     func dumpSlotsByAddress() async throws {
         let world = try ListrFixture()
         let (_, port) = try await world.startDaemon(extra: ["--insecure"])
@@ -81,6 +81,12 @@ struct ListrLimitsAdversarialTests {
         defer { other.close() }
         let answer = try await Self.askForDumps(other, count: 1, tag: "c")
         #expect(answer.first?.contains("Sending the list") == true, "a client from another address was answered \(answer) while one address held 3 of the 4 dump slots")
+
+        // Every slot is taken now: a third address is refused by the limit of all together.
+        let third = try await Self.dumpClient(port: port, from: "127.0.0.3", peerID: "third", serviceType: serviceType)
+        defer { third.close() }
+        let refused = try await Self.askForDumps(third, count: 1, tag: "d")
+        #expect(refused.first?.contains("listrd is already sending 4 dumps, its limit; try again once one has arrived.") == true, "\(refused)")
     }
 
     @Test("20,000 refused requests from one peer make two log lines: the first refusal, then the count once the series ends")

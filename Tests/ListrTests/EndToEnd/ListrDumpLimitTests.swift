@@ -5,7 +5,9 @@ import Synchronization
 import Testing
 
 /// The real `listrd` and an in-process PeerKit client that asks for dumps and holds them unread:
-/// listrd sends at most ``ListrLimits/maximumConcurrentDumps`` at once.
+/// listrd sends at most ``ListrLimits/maximumConcurrentDumpsPerAddress`` at once to one address
+/// (the limit of all addresses together, ``ListrLimits/maximumConcurrentDumps``, is attacked
+/// from three addresses in `ListrLimitsAdversarialTests`).
 @Suite("listrd's concurrent dumps, end to end")
 struct ListrDumpLimitTests {
     /// Holds the client's resource handlers until opened.
@@ -58,14 +60,14 @@ struct ListrDumpLimitTests {
             try await client.request(DumpDatabaseCommand(asResource: true), to: daemon, expecting: CLIResponse.self, timeout: ListrFixture.deadline)
         }
         // Held unread, so each keeps its slot (well within listrd's 30 s stall timeout).
-        for index in 1...ListrLimits.maximumConcurrentDumps {
+        for index in 1...ListrLimits.maximumConcurrentDumpsPerAddress {
             let answer = try await dump()
             guard case let .message(text) = answer, text.hasPrefix("Sending the list") else {
                 Issue.record("dump \(index) was answered \(answer)")
                 return
             }
         }
-        #expect(try await dump() == .error("listrd is already sending 4 dumps, its limit; try again once one has arrived."))
+        #expect(try await dump() == .error("listrd is already sending 3 dumps to 127.0.0.1, its limit for one address (ListrLimits.maximumConcurrentDumpsPerAddress); try again once one has arrived."))
 
         // Read, they complete and free their slots.
         gate.open()
