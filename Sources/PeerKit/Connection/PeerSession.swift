@@ -20,8 +20,9 @@ import NIOCore
 /// is bounded by ``Limits/maximumUnacknowledgedBytes`` at every moment: a frame is taken while
 /// the tail holds less than the bound, so it holds at most the bound plus one frame. Senders that
 /// can wait leave a waiter (``wait(_:)``), resumed when an acknowledgement frees room or the
-/// session ends. ``takeUnwritten()`` hands the frames not yet written on the current connection
-/// to the one writer, in order.
+/// session ends. ``takeUnwritten()`` hands over the frames not yet written on the current
+/// connection, in order (the manager appends them to the connection's outbox under the same lock
+/// as the call, so that the wire order is the numbering's).
 ///
 /// **Inbound.** ``receive(sequence:bytes:)`` takes the peer's session frames in order: a number
 /// already received is a duplicate (dropped; a resent tail overlapping what arrived on a closing
@@ -177,8 +178,8 @@ struct PeerSession<Waiter> {
     }
 
     /// Takes the frames not yet written on the current connection (only while ``Phase/active``).
-    /// One writer at a time calls this and writes what it returns before calling again, so that
-    /// frames go out in the order they were numbered.
+    /// What it returns must be queued for the connection before anything taken by a later call
+    /// (the manager does both under one lock), so that frames go out in the order they were numbered.
     mutating func takeUnwritten() -> Writes {
         guard case .active = phase else { return Writes(from: nil, frames: []) }
         let from = startsConnection ? acknowledged + UInt64(written) + 1 : nil
