@@ -220,19 +220,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// step, so concurrent senders cannot all pass the mark: the outbox stays within the mark
     /// plus one frame.
     func enqueue(_ frame: ByteBuffer, below mark: Int?) -> Enqueued {
-        let (outcome, scheduleDrain) = state.withLockedValue { state -> (Enqueued, Bool) in
-            guard !state.closed, state.accepting else { return (.closed, false) }
-            if let mark, state.queuedBytes >= mark { return (.full(queuedBytes: state.queuedBytes), false) }
-            state.queued.append(frame)
-            state.queuedBytes += frame.readableBytes
-            if state.drainScheduled { return (.queued, false) }
-            state.drainScheduled = true
-            return (.queued, true)
+        let (outcome, appended) = state.withLockedValue { state -> (Enqueued, Appended) in
+            guard !state.closed, state.accepting else { return (.closed, Appended()) }
+            if let mark, state.queuedBytes >= mark { return (.full(queuedBytes: state.queuedBytes), Appended()) }
+            return (.queued, Self.append(CollectionOfOne(frame), to: &state))
         }
-        if outcome == .queued { metrics.sendQueueBytes.increment(by: Double(frame.readableBytes)) }
-        if scheduleDrain {
-            channel.eventLoop.execute { self.drain() }
-        }
+        finishAppend(appended)
         return outcome
     }
 
@@ -251,19 +244,26 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// the caller bounds what it keeps (a session, by ``PeerConfiguration/maximumUnacknowledgedBytes``).
     func appendInOrder(_ frames: [ByteBuffer]) -> Appended {
         state.withLockedValue { state -> Appended in
-            guard !state.closed, state.accepting, !frames.isEmpty else { return Appended() }
-            var appended = Appended()
-            for frame in frames {
-                state.queued.append(frame)
-                appended.bytes += frame.readableBytes
-            }
-            state.queuedBytes += appended.bytes
-            if !state.drainScheduled {
-                state.drainScheduled = true
-                appended.scheduleDrain = true
-            }
-            return appended
+            guard !state.closed, state.accepting else { return Appended() }
+            return Self.append(frames, to: &state)
         }
+    }
+
+    /// Appends `frames` to the outbox of `state` (the lock held); the drain is to be scheduled
+    /// when none is yet.
+    private static func append(_ frames: some Collection<ByteBuffer>, to state: inout State) -> Appended {
+        guard !frames.isEmpty else { return Appended() }
+        var appended = Appended()
+        for frame in frames {
+            state.queued.append(frame)
+            appended.bytes += frame.readableBytes
+        }
+        state.queuedBytes += appended.bytes
+        if !state.drainScheduled {
+            state.drainScheduled = true
+            appended.scheduleDrain = true
+        }
+        return appended
     }
 
     /// Completes an ``appendInOrder(_:)``: counts its bytes and schedules the drain. Call with
