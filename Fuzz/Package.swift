@@ -3,7 +3,8 @@
 // see them. Build and run them with scripts/fuzz (make fuzz / make fuzz-smoke), which passes
 // --sanitize=fuzzer --sanitize=address (coverage and address checks in PeerKit and its
 // dependencies too) and -enable-testing (so `@testable import PeerKit` sees the internal types the
-// targets drive), with the scratch path .build-fuzz.
+// targets drive; the JSON target also `@testable import PeerKitJSON`, the codec's own target inside
+// the PeerKit package), with the scratch path .build-fuzz.
 import PackageDescription
 
 // Each target defines LLVMFuzzerTestOneInput and no main: libFuzzer provides it.

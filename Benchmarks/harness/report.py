@@ -33,6 +33,8 @@ RATIOS = [
     ("pk.fanout.16", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.16"),
                       ("JSON floor", "json.floor.100")]),
 ]
+# PeerKit's JSON codec against Foundation's (the JSON floor) on the same envelope, in the same run.
+RATIOS += [(f"pk.json.{what}", [("JSON floor", f"json.floor.{what}")]) for what in ("100", "100.us", "64k", "4m")]
 # Issue 34's goal 4: an idle link's heartbeat exchange against a raw C ping-pong (one core) of the same run.
 RATIOS += [(f"pk.mesh.{count}.exchange", [("raw", "raw.rtt.pinned.p50")]) for count in (8, 32, 64)]
 # What security costs: each TLS figure against the same measurement in plaintext, in the same run.

@@ -115,9 +115,9 @@ class Suite:
 
     # ---- JSON floor
 
-    def json_floor(self, size, count):
+    def json_floor(self, size, count, codec="foundation"):
         process = Process([self.pkbench, "json-floor", "--size", str(size), "--count", str(count),
-                           "--timeout", "60"], label="peerkit-bench json-floor")
+                           "--codec", codec, "--timeout", "60"], label=f"peerkit-bench json-floor ({codec})")
         try:
             return process.next_line(timeout=60, want=is_result)
         finally:
@@ -320,6 +320,14 @@ class Suite:
                           runs, lambda: self.json_floor(100, n(200_000)))
         self.measure("json.floor.64k", "JSON floor 64 KiB", "MB/s", runs, lambda: self.json_floor(65536, n(3_000))["MBps"])
         self.measure("json.floor.4m", "JSON floor 4 MiB", "MB/s", runs, lambda: self.json_floor(4 << 20, n(40))["MBps"])
+        self.log("PeerKit's JSON codec (PeerKitJSON) on the same envelope, against the floor")
+        self.measure_many({"pk.json.100": ("PeerKit JSON codec 100 B", "msgs/s", "msgsPerSec", False),
+                           "pk.json.100.us": ("PeerKit JSON codec 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
+                          runs, lambda: self.json_floor(100, n(200_000), "peerkit"))
+        self.measure("pk.json.64k", "PeerKit JSON codec 64 KiB", "MB/s", runs,
+                     lambda: self.json_floor(65536, n(3_000), "peerkit")["MBps"])
+        self.measure("pk.json.4m", "PeerKit JSON codec 4 MiB", "MB/s", runs,
+                     lambda: self.json_floor(4 << 20, n(40), "peerkit")["MBps"])
 
         self.log("PeerKit")
         self.measure("pk.tput.100", "PeerKit 100 B one-way, broadcast", "msgs/s", runs,

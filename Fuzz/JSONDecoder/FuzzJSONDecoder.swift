@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 @testable import PeerKit
+@testable import PeerKitJSON
 
 // The JSON path a peer's bytes take: EnvelopeParser.parse on the frame body, then MessageCodec.decode
 // of the payload into representative Codable types (as the transceiver does, syntaxChecked: true),

@@ -1,4 +1,5 @@
 import NIOCore
+internal import PeerKitJSON
 
 extension ConnectionStateMachine.ControlFrame {
     /// Pings and pongs: they may overtake queued data, which no other frame may.

@@ -1,4 +1,5 @@
 import NIOCore
+internal import PeerKitJSON
 
 /// The control frames of the `resume` feature (see `Documentation/Protocol.md`, "Feature: resume"),
 /// and which frames a session numbers.

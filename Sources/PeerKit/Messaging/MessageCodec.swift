@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOFoundationCompat
+internal import PeerKitJSON
 
 /// A message encoded once, ready to be framed for any number of peers.
 struct EncodedMessage: Sendable {

@@ -1,4 +1,5 @@
 import NIOCore
+internal import PeerKitJSON
 
 /// One decoded frame: the envelope around a message.
 ///

@@ -1,4 +1,5 @@
 import NIOCore
+internal import PeerKitJSON
 
 /// Writes frames: the length field and the envelope JSON, in one buffer, without re-encoding the payload.
 ///

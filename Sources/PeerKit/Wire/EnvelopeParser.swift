@@ -1,4 +1,5 @@
 import NIOCore
+internal import PeerKitJSON
 
 /// Reads an envelope from a frame body without building a JSON tree.
 ///

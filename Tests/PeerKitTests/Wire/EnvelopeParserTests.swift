@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 @Suite("Envelope parsing")
 struct EnvelopeParserTests {

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 /// The codec defects of issue 10 (item 7): partial output after a throwing encode, repeated keys,
 /// integers above 2^53, and invalid UTF-8 where the decoder did not look.

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 /// Differential test: PeerKit's JSON codec against Foundation's JSONEncoder/JSONDecoder over
 /// generated values and documents. Whatever both accept must give the same result. Reproducible:

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 /// Decoding must cost time linear in the payload, whatever its shape: a peer's one frame must not
 /// freeze the receiver. The tests count the decoder's elementary steps (bytes walked, keys compared

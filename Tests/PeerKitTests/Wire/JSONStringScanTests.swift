@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 @Suite("Eight-bytes-at-a-time string scan")
 struct JSONStringScanTests {

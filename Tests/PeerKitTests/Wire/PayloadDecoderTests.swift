@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 /// PayloadDecoder must decode exactly what JSONDecoder decodes, and refuse what it refuses.
 @Suite("Payload decoder agrees with JSONDecoder")

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import Testing
 @testable import PeerKit
+@testable import PeerKitJSON
 
 /// PayloadEncoder's output must decode, with JSONDecoder, to the value that was encoded.
 @Suite("Payload encoder agrees with JSONEncoder")

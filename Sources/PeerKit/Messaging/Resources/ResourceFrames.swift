@@ -1,4 +1,5 @@
 import NIOCore
+internal import PeerKitJSON
 
 /// The control frames of the `resources` feature (Documentation/Protocol.md, "Feature:
 /// resources"). Transfer IDs are chosen by the sending side, unique among its open transfers on

@@ -1,5 +1,7 @@
 import Foundation
 import NIOCore
+import NIOFoundationCompat
+import NIOFoundationCompat
 
 /// Encodes `Encodable` values as JSON straight into a `ByteBuffer`, without building a tree.
 ///
@@ -13,15 +15,15 @@ import NIOCore
 /// writes valid JSON without that member, as `JSONEncoder` does. The output follows `JSONEncoder`'s
 /// defaults (`Data` as Base64, `Date` as seconds since 2001, `URL` as a string, `Decimal` as a
 /// number, non-finite numbers refused), without escaping '/'.
-enum PayloadEncoder {
+package enum PayloadEncoder {
     /// The JSON text of `value`.
-    static func encode<T: Encodable>(_ value: T, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws -> ByteBuffer {
+    package static func encode<T: Encodable>(_ value: T, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws -> ByteBuffer {
         try encode(value, appendingTo: allocator.buffer(capacity: 128))
     }
 
     /// `buffer` with the JSON text of `value` written after its bytes, so that a frame's envelope
     /// can come first and the payload need not be copied behind it.
-    static func encode<T: Encodable>(_ value: T, appendingTo buffer: consuming ByteBuffer) throws -> ByteBuffer {
+    package static func encode<T: Encodable>(_ value: T, appendingTo buffer: consuming ByteBuffer) throws -> ByteBuffer {
         let start = buffer.writerIndex
         let output = JSONOutput(buffer: buffer)
         do {

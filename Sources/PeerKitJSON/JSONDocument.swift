@@ -53,7 +53,7 @@ final class JSONDocument {
             let end = try reader.skipValue(at: start)
             walkedBytes += end - start
             work &+= end - start
-            if walkedBytes > Self.walkBudget(for: reader.bytes.count) {
+            if unsafe walkedBytes > Self.walkBudget(for: reader.bytes.count) {
                 try indexContainers()
             }
             return end
@@ -86,30 +86,14 @@ final class JSONDocument {
         return try reader.string(at: start)
     }
 
-    /// One pass over the payload recording where each container ends.
+    /// One more pass over the payload, with the walk that checked its syntax, recording where each
+    /// container ends.
     private func indexContainers() throws(JSONSyntaxError) {
-        var ends: [Int: Int] = [:]
-        var open: [Int] = []
-        var index = 0
-        let bytes = reader.bytes
-        while index < bytes.count {
-            switch bytes[index] {
-            case UInt8(ascii: "\""):
-                index = try reader.stringEnd(at: index)
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                open.append(index)
-                index += 1
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                guard let start = open.popLast() else {
-                    throw JSONSyntaxError(reason: "an unbalanced bracket at offset \(index)")
-                }
-                index += 1
-                ends[start] = index
-            default:
-                index += 1
-            }
-        }
-        work &+= bytes.count
-        containerEnds = ends
+        let ends = JSONContainerEnds()
+        var recorder = reader
+        recorder.containerEnds = ends
+        _ = try recorder.skipValue(at: recorder.skipWhitespace(from: 0))
+        unsafe work &+= reader.bytes.count
+        containerEnds = ends.ends
     }
 }

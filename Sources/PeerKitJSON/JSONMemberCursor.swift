@@ -14,13 +14,13 @@
 /// }
 /// let end = cursor.end  // just past the closing brace
 /// ```
-struct JSONMemberCursor {
+package struct JSONMemberCursor {
     /// One member: its name (the offsets of its opening quote and just past its closing quote)
     /// and where its value starts.
-    struct Member {
-        var nameStart: Int
-        var nameEnd: Int
-        var value: Int
+    package struct Member {
+        package var nameStart: Int
+        package var nameEnd: Int
+        package var value: Int
     }
 
     let reader: JSONReader
@@ -31,7 +31,7 @@ struct JSONMemberCursor {
     private var done: Bool
 
     /// A cursor on the object whose opening brace is at `brace`.
-    init(objectAt brace: Int, in reader: JSONReader, truncated: String = "an object ends before its closing brace") {
+    package init(objectAt brace: Int, in reader: JSONReader, truncated: String = "an object ends before its closing brace") {
         self.reader = reader
         self.truncated = truncated
         let first = reader.skipWhitespace(from: brace + 1)
@@ -40,11 +40,11 @@ struct JSONMemberCursor {
     }
 
     /// Just past the object's closing brace, once ``next()`` returned nil.
-    var end: Int { index }
+    package var end: Int { index }
 
     /// The next member, after checking its name and the ':' after it; nil after the last one.
     /// After a member, call ``valueEnds(at:)`` before asking for the next.
-    mutating func next() throws(JSONSyntaxError) -> Member? {
+    package mutating func next() throws(JSONSyntaxError) -> Member? {
         guard !done else { return nil }
         let nameStart = index
         guard reader.byte(at: nameStart) == UInt8(ascii: "\"") else {
@@ -62,7 +62,7 @@ struct JSONMemberCursor {
 
     /// Goes on after the value of the member ``next()`` returned, which ends just before `valueEnd`:
     /// checks the ',' or '}' that must follow.
-    mutating func valueEnds(at valueEnd: Int) throws(JSONSyntaxError) {
+    package mutating func valueEnds(at valueEnd: Int) throws(JSONSyntaxError) {
         let separator = reader.skipWhitespace(from: valueEnd)
         guard let byte = reader.byte(at: separator) else { throw JSONSyntaxError(reason: truncated) }
         guard byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") else { throw reader.unexpected(at: separator, expecting: "',' or '}'") }

@@ -9,22 +9,22 @@ import NIOCore
 /// made), and each value is parsed when asked for. It follows `JSONDecoder`'s defaults: `Data` as
 /// Base64, `Date` as seconds since 2001 (`deferredToDate`), `URL` as a string, `Decimal` as a
 /// number, the first of repeated keys; unlike `JSONDecoder` it refuses trailing commas (RFC 8259).
-enum PayloadDecoder {
+package enum PayloadDecoder {
     /// Decodes a `T` from `payload`.
     ///
     /// - Parameter syntaxChecked: true when `payload` is exactly one JSON value whose syntax was
     ///   already checked (as ``EnvelopeParser`` checks every payload), so it is not walked again.
     /// - Parameter longStringEnds: where the payload's long strings end (offsets into `payload`'s
     ///   readable bytes), as the envelope scan found them (``Envelope/payloadStringEnds``).
-    static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> T {
+    package static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> T {
         try decodeCountingWork(T.self, from: payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds).value
     }
 
     /// Decodes a `T` and reports the elementary steps it took (see ``JSONDocument/work``), so
     /// tests can check that decoding stays linear in the payload's size.
     static func decodeCountingWork<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> (value: T, work: Int) {
-        try payload.withUnsafeReadableBytes { bytes in
-            let reader = JSONReader(bytes: bytes)
+        try unsafe payload.withUnsafeReadableBytes { bytes in
+            let reader = unsafe JSONReader(bytes: bytes)
             let start = reader.skipWhitespace(from: 0)
             if !syntaxChecked {
                 try checkSyntax(reader, from: start)
@@ -39,7 +39,7 @@ enum PayloadDecoder {
     private static func checkSyntax(_ reader: JSONReader, from start: Int) throws {
         do throws(JSONSyntaxError) {
             let end = try reader.skipValue(at: start)
-            guard reader.skipWhitespace(from: end) == reader.bytes.count else {
+            guard unsafe reader.skipWhitespace(from: end) == reader.bytes.count else {
                 throw JSONSyntaxError(reason: "there are bytes after the payload's JSON value")
             }
         } catch {

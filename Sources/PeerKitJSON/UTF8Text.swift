@@ -6,13 +6,13 @@ enum UTF8Text {
     /// `String(validating:as:)` is only called for other text because it is not specialised for
     /// the caller and instantiates generic metadata on every call.
     static func string(_ bytes: UnsafeRawBufferPointer) -> String? {
-        if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
-        return String(validating: bytes, as: UTF8.self)
+        if unsafe isASCII(bytes) { return unsafe String(decoding: bytes, as: UTF8.self) }
+        return unsafe String(validating: bytes, as: UTF8.self)
     }
 
     /// The same for an array of bytes.
     static func string(_ bytes: [UInt8]) -> String? {
-        bytes.withUnsafeBytes { string($0) }
+        unsafe bytes.withUnsafeBytes { unsafe string($0) }
     }
 
     /// The string of bytes the caller has found to be ASCII (every byte below 0x80).
@@ -20,8 +20,8 @@ enum UTF8Text {
     /// ASCII is valid UTF-8, so nothing can fail; `String(decoding:as:)` would replace an invalid
     /// sequence rather than trap, should a caller be wrong.
     static func string(ascii bytes: UnsafeRawBufferPointer) -> String {
-        assert(isASCII(bytes), "UTF8Text.string(ascii:) was given bytes that are not ASCII")
-        return String(decoding: bytes, as: UTF8.self)
+        unsafe assert(isASCII(bytes), "UTF8Text.string(ascii:) was given bytes that are not ASCII")
+        return unsafe String(decoding: bytes, as: UTF8.self)
     }
 
     /// Whether every byte is below 0x80, looking at eight bytes per step.
@@ -36,12 +36,12 @@ enum UTF8Text {
         // `index` never passes `count`, so the wrapping arithmetic cannot wrap; it spares the
         // overflow checks that would keep the loop from being vectorised.
         while index &+ 8 <= count {
-            word |= base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            unsafe word |= base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
             index &+= 8
         }
         var tail: UInt8 = 0
         while index < count {
-            tail |= base.load(fromByteOffset: index, as: UInt8.self)
+            unsafe tail |= base.load(fromByteOffset: index, as: UInt8.self)
             index &+= 1
         }
         return word & 0x8080_8080_8080_8080 == 0 && tail < 0x80

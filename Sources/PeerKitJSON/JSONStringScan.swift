@@ -16,7 +16,7 @@ enum JSONStringScan {
         var index = start
         // Four words per step, one branch for all of them; the word loop then finds the word.
         while index &+ 32 <= end {
-            let found = specialBits(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+            let found = unsafe specialBits(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
                 | specialBits(bytes.loadUnaligned(fromByteOffset: index + 8, as: UInt64.self))
                 | specialBits(bytes.loadUnaligned(fromByteOffset: index + 16, as: UInt64.self))
                 | specialBits(bytes.loadUnaligned(fromByteOffset: index + 24, as: UInt64.self))
@@ -24,12 +24,12 @@ enum JSONStringScan {
             index &+= 32
         }
         while index &+ 8 <= end {
-            let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            let word = unsafe bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
             if mayContainSpecialByte(word) { break }
             index &+= 8
         }
         while index < end {
-            let byte = bytes[index]
+            let byte = unsafe bytes[index]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return index }
             index += 1
         }
@@ -41,7 +41,7 @@ enum JSONStringScan {
     static func firstSpecialOrNonASCIIByte(in bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) -> Int {
         var index = start
         while index &+ 32 <= end {
-            let words = (
+            let words = unsafe (
                 bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self),
                 bytes.loadUnaligned(fromByteOffset: index + 8, as: UInt64.self),
                 bytes.loadUnaligned(fromByteOffset: index + 16, as: UInt64.self),
@@ -53,12 +53,12 @@ enum JSONStringScan {
             index &+= 32
         }
         while index &+ 8 <= end {
-            let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            let word = unsafe bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
             if word & highBits != 0 || mayContainSpecialByte(word) { break }
             index &+= 8
         }
         while index < end {
-            let byte = bytes[index]
+            let byte = unsafe bytes[index]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { return index }
             index += 1
         }

@@ -5,12 +5,14 @@
 /// finding the closing quote is most of the work of decoding it, so the envelope scan records the
 /// ends of strings of at least ``minimumLength`` bytes and the payload's ``JSONDocument`` starts
 /// with them. Short strings are not recorded: scanning them again is cheaper than the lookup.
-final class LongStringEnds {
+package final class LongStringEnds {
     /// Strings at least this long (quotes included) are recorded.
-    static let minimumLength = 256
+    package static let minimumLength = 256
 
     /// The offset just past each long string's closing quote, by the offset of its opening quote.
     private(set) var ends: [Int: Int] = [:]
+
+    package init() {}
 
     /// Records the string from `start` (its opening quote) to `end` (just past its closing quote),
     /// if it is long.
@@ -20,7 +22,7 @@ final class LongStringEnds {
     }
 
     /// The ends of the strings inside `range`, as offsets from `range.lowerBound`.
-    func ends(in range: Range<Int>) -> [Int: Int] {
+    package func ends(in range: Range<Int>) -> [Int: Int] {
         guard !ends.isEmpty else { return [:] }
         var rebased: [Int: Int] = [:]
         for (start, end) in ends where range.contains(start) && end <= range.upperBound {

@@ -30,7 +30,7 @@ struct JSONObjectMembers {
         var members: [Member] = []
         var cursor = JSONMemberCursor(objectAt: offset, in: reader)
         while let member = try cursor.next() {
-            members.append(Member(nameStart: member.nameStart, nameEnd: member.nameEnd, value: member.value, isPlain: Self.isPlain(reader.bytes, member.nameStart + 1, member.nameEnd - 1)))
+            unsafe members.append(Member(nameStart: member.nameStart, nameEnd: member.nameEnd, value: member.value, isPlain: Self.isPlain(reader.bytes, member.nameStart + 1, member.nameEnd - 1)))
             document.count(member.nameEnd - member.nameStart)
             try cursor.valueEnds(at: try document.valueEnd(at: member.value))
         }
@@ -57,8 +57,8 @@ struct JSONObjectMembers {
         }
         var name = name
         return name.withUTF8 { utf8 -> Int? in
-            let nameIsPlain = Self.isPlain(UnsafeRawBufferPointer(utf8), 0, utf8.count)
-            for member in members where matches(member, utf8, nameIsPlain: nameIsPlain) {
+            let nameIsPlain = unsafe Self.isPlain(UnsafeRawBufferPointer(utf8), 0, utf8.count)
+            for member in members where unsafe matches(member, utf8, nameIsPlain: nameIsPlain) {
                 return member.value
             }
             return nil
@@ -87,19 +87,19 @@ struct JSONObjectMembers {
         if member.isPlain && nameIsPlain {
             let length = member.nameEnd - member.nameStart - 2
             guard length == name.count else { return false }
-            for offset in 0..<length where reader.bytes[member.nameStart + 1 + offset] != name[offset] {
+            for offset in 0..<length where unsafe reader.bytes[member.nameStart + 1 + offset] != name[offset] {
                 return false
             }
             return true
         }
         // Escapes or non-ASCII text: compare as strings (canonical equivalence, as JSONDecoder does).
         document.count(member.nameEnd - member.nameStart)
-        return (try? reader.string(at: member.nameStart)) == String(decoding: name, as: UTF8.self)
+        return unsafe (try? reader.string(at: member.nameStart)) == String(decoding: name, as: UTF8.self)
     }
 
     /// Whether `bytes[start..<end]` are ASCII without a backslash.
     private static func isPlain(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Bool {
-        for index in start..<end where bytes[index] >= 0x80 || bytes[index] == UInt8(ascii: "\\") {
+        for index in start..<end where unsafe bytes[index] >= 0x80 || bytes[index] == UInt8(ascii: "\\") {
             return false
         }
         return true

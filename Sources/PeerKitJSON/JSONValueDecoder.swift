@@ -66,8 +66,8 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             // them (JSONEncoder writes '/' as "\/" by default).
             guard reader.byte(at: offset) == UInt8(ascii: "\"") else { throw mismatch(Data.self) }
             let end = try syntax { () throws(JSONSyntaxError) in try document.stringEnd(at: offset) }
-            let raw = UnsafeRawBufferPointer(rebasing: reader.bytes[(offset + 1)..<(end - 1)])
-            let encoded = JSONReader.containsBackslash(raw) ? Data(try decode(String.self).utf8) : Data(raw)
+            let raw = unsafe UnsafeRawBufferPointer(rebasing: reader.bytes[(offset + 1)..<(end - 1)])
+            let encoded = unsafe JSONReader.containsBackslash(raw) ? Data(try decode(String.self).utf8) : Data(raw)
             guard let data = Data(base64Encoded: encoded) else { throw corrupted("Encountered Data is not valid Base64.") }
             if let value = data as? T { return value }
         case is Date.Type:
@@ -124,7 +124,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             throw mismatch(T.self)
         }
         let end = try syntax { () throws(JSONSyntaxError) in try reader.numberEnd(at: offset) }
-        return String(decoding: UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: UTF8.self)
+        return unsafe String(decoding: UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: UTF8.self)
     }
 
     private func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
@@ -148,7 +148,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             // 1.0 or 1e3: accept when it denotes a whole number that fits, computed exactly
             // (never through Double, which would round integers above 2^53).
             let end = try syntax { () throws(JSONSyntaxError) in try reader.numberEnd(at: offset) }
-            guard let exact = Self.exactInteger(UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: T.self) else {
+            guard let exact = unsafe Self.exactInteger(UnsafeRawBufferPointer(rebasing: reader.bytes[offset..<end]), as: T.self) else {
                 throw corrupted("Parsed JSON number <\(try numberText(T.self))> is not a whole number that fits in \(T.self).")
             }
             return exact
@@ -161,37 +161,37 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
     /// or nil when that is not a whole number or does not fit in `T`.
     static func exactInteger<T: FixedWidthInteger>(_ text: UnsafeRawBufferPointer, as type: T.Type) -> T? {
         var index = 0
-        func isDigit(_ index: Int) -> Bool { index < text.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(text[index]) }
-        let negative = text.first == UInt8(ascii: "-")
+        func isDigit(_ index: Int) -> Bool { unsafe index < text.count && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(text[index]) }
+        let negative = unsafe text.first == UInt8(ascii: "-")
         if negative { index += 1 }
         // The significant digits (without leading zeros) and the power of ten they are scaled by.
         var digits: [UInt8] = []
         var scale = 0
         while isDigit(index) {
-            let digit = text[index] - UInt8(ascii: "0")
+            let digit = unsafe text[index] - UInt8(ascii: "0")
             if !(digits.isEmpty && digit == 0) { digits.append(digit) }
             index += 1
         }
-        if index < text.count, text[index] == UInt8(ascii: ".") {
+        if index < text.count, unsafe text[index] == UInt8(ascii: ".") {
             index += 1
             while isDigit(index) {
-                let digit = text[index] - UInt8(ascii: "0")
+                let digit = unsafe text[index] - UInt8(ascii: "0")
                 if !(digits.isEmpty && digit == 0) { digits.append(digit) }
                 scale -= 1
                 index += 1
             }
         }
-        if index < text.count, text[index] == UInt8(ascii: "e") || text[index] == UInt8(ascii: "E") {
+        if index < text.count, unsafe text[index] == UInt8(ascii: "e") || text[index] == UInt8(ascii: "E") {
             index += 1
             var exponentNegative = false
-            if index < text.count, text[index] == UInt8(ascii: "+") || text[index] == UInt8(ascii: "-") {
-                exponentNegative = text[index] == UInt8(ascii: "-")
+            if index < text.count, unsafe text[index] == UInt8(ascii: "+") || text[index] == UInt8(ascii: "-") {
+                exponentNegative = unsafe text[index] == UInt8(ascii: "-")
                 index += 1
             }
             // Saturate: any exponent beyond this makes a nonzero value overflow or a fraction.
             var exponent = 0
             while isDigit(index) {
-                exponent = min(exponent * 10 + Int(text[index] - UInt8(ascii: "0")), 1_000_000_000)
+                exponent = unsafe min(exponent * 10 + Int(text[index] - UInt8(ascii: "0")), 1_000_000_000)
                 index += 1
             }
             scale += exponentNegative ? -exponent : exponent

@@ -8,8 +8,12 @@ import Darwin
 
 /// A JSON syntax problem: `reason` is a sentence fragment such as
 /// "unexpected ']' at offset 12 where a JSON value was expected".
-struct JSONSyntaxError: Error, Hashable {
-    var reason: String
+package struct JSONSyntaxError: Error, Hashable {
+    package var reason: String
+
+    package init(reason: String) {
+        self.reason = reason
+    }
 }
 
 /// Reads JSON at byte offsets: skips and checks values, decodes strings, compares keys.
@@ -17,23 +21,39 @@ struct JSONSyntaxError: Error, Hashable {
 /// The one JSON scanner of PeerKit, shared by ``EnvelopeParser`` (which finds the envelope's keys
 /// and the payload's extent) and ``PayloadDecoder`` (which decodes payloads in place). Valid only
 /// inside the `withUnsafeReadableBytes` call that made it.
-struct JSONReader {
-    let bytes: UnsafeRawBufferPointer
+///
+/// `@safe`: every read is at an offset checked against `bytes.count` first (each `unsafe` below
+/// is such a read), and readers live only inside the `withUnsafeReadableBytes` calls of
+/// ``PayloadDecoder`` and ``EnvelopeParser``, which return decoded values, never a reader or a
+/// decoder holding one.
+@safe
+package struct JSONReader {
+    package let bytes: UnsafeRawBufferPointer
     /// When set, ``stringEnd(at:)`` records here where each long string ends, so that a later
     /// reader of the same bytes need not scan it again (see ``EnvelopeParser``).
-    var longStrings: LongStringEnds? = nil
+    package var longStrings: LongStringEnds?
+    /// When set, ``skipValue(at:depth:)`` records here where each object and array ends, so that
+    /// a document indexes its containers with the walk that checks them (see ``JSONDocument``).
+    var containerEnds: JSONContainerEnds?
 
-    /// The deepest nesting accepted.
-    static let maximumDepth = 512
-
-    func byte(at index: Int) -> UInt8? {
-        index < bytes.count ? bytes[index] : nil
+    package init(bytes: UnsafeRawBufferPointer, longStrings: LongStringEnds? = nil) {
+        unsafe self.bytes = bytes
+        self.longStrings = longStrings
     }
 
-    func skipWhitespace(from index: Int) -> Int {
+    /// The deepest nesting accepted.
+    package static let maximumDepth = 512
+
+    @inlinable
+    package func byte(at index: Int) -> UInt8? {
+        unsafe index < bytes.count ? bytes[index] : nil
+    }
+
+    @inlinable
+    package func skipWhitespace(from index: Int) -> Int {
         var index = index
-        while index < bytes.count {
-            switch bytes[index] {
+        while unsafe index < bytes.count {
+            switch unsafe bytes[index] {
             case 0x20, 0x0A, 0x0D, 0x09: index += 1
             default: return index
             }
@@ -42,7 +62,7 @@ struct JSONReader {
     }
 
     /// The offset just past the value starting at `index`, checking its syntax.
-    func skipValue(at index: Int, depth: Int = 1) throws(JSONSyntaxError) -> Int {
+    package func skipValue(at index: Int, depth: Int = 1) throws(JSONSyntaxError) -> Int {
         guard depth <= Self.maximumDepth else {
             throw JSONSyntaxError(reason: "the JSON nests deeper than \(Self.maximumDepth) levels")
         }
@@ -55,17 +75,12 @@ struct JSONReader {
             while let member = try members.next() {
                 try members.valueEnds(at: try skipValue(at: member.value, depth: depth + 1))
             }
+            containerEnds?.record(start: index, end: members.end)
             return members.end
         case UInt8(ascii: "["):
-            var index = skipWhitespace(from: index + 1)
-            if byte(at: index) == UInt8(ascii: "]") { return index + 1 }
-            while true {
-                index = skipWhitespace(from: try skipValue(at: index, depth: depth + 1))
-                guard let next = byte(at: index) else { throw JSONSyntaxError(reason: "an array ends before its closing bracket") }
-                guard next == UInt8(ascii: ",") || next == UInt8(ascii: "]") else { throw unexpected(at: index, expecting: "',' or ']'") }
-                if next == UInt8(ascii: "]") { return index + 1 }
-                index = skipWhitespace(from: index + 1)
-            }
+            let end = try arrayEnd(at: index, depth: depth)
+            containerEnds?.record(start: index, end: end)
+            return end
         case UInt8(ascii: "t"): return try literalEnd(at: index, "true")
         case UInt8(ascii: "f"): return try literalEnd(at: index, "false")
         case UInt8(ascii: "n"): return try literalEnd(at: index, "null")
@@ -76,9 +91,22 @@ struct JSONReader {
         }
     }
 
+    /// The offset just past the array whose opening bracket is at `bracket`, checking its elements.
+    private func arrayEnd(at bracket: Int, depth: Int) throws(JSONSyntaxError) -> Int {
+        var index = skipWhitespace(from: bracket + 1)
+        if byte(at: index) == UInt8(ascii: "]") { return index + 1 }
+        while true {
+            index = skipWhitespace(from: try skipValue(at: index, depth: depth + 1))
+            guard let next = byte(at: index) else { throw JSONSyntaxError(reason: "an array ends before its closing bracket") }
+            guard next == UInt8(ascii: ",") || next == UInt8(ascii: "]") else { throw unexpected(at: index, expecting: "',' or ']'") }
+            if next == UInt8(ascii: "]") { return index + 1 }
+            index = skipWhitespace(from: index + 1)
+        }
+    }
+
     func literalEnd(at index: Int, _ literal: StaticString) throws(JSONSyntaxError) -> Int {
         let count = literal.utf8CodeUnitCount
-        guard index + count <= bytes.count, (0..<count).allSatisfy({ bytes[index + $0] == literal.utf8Start[$0] }) else {
+        guard unsafe index + count <= bytes.count, (0..<count).allSatisfy({ unsafe bytes[index + $0] == literal.utf8Start[$0] }) else {
             throw JSONSyntaxError(reason: "an invalid literal where \(literal) was expected")
         }
         return index + count
@@ -114,7 +142,7 @@ struct JSONReader {
     func stringEnd(at start: Int) throws(JSONSyntaxError) -> Int {
         var index = start + 1
         while true {
-            index = JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: index, to: bytes.count)
+            index = unsafe JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: index, to: bytes.count)
             guard let byte = byte(at: index) else { throw JSONSyntaxError(reason: "a string is not terminated") }
             switch byte {
             case UInt8(ascii: "\""):
@@ -133,7 +161,7 @@ struct JSONReader {
     /// The offset just past the multi-byte UTF-8 sequence whose lead byte is at `index`, or an
     /// error when it is not one (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
     func utf8SequenceEnd(at index: Int) throws(JSONSyntaxError) -> Int {
-        let lead = bytes[index]
+        let lead = unsafe bytes[index]
         // The continuation bytes needed, and the range the first of them must be in.
         let count: Int
         var second: ClosedRange<UInt8> = 0x80...0xBF
@@ -147,35 +175,35 @@ struct JSONReader {
         case 0xF4: count = 3; second = 0x80...0x8F
         default: throw invalidUTF8(at: index)
         }
-        guard index + count < bytes.count else { throw invalidUTF8(at: index) }
-        guard second.contains(bytes[index + 1]) else { throw invalidUTF8(at: index) }
-        for offset in stride(from: 2, through: count, by: 1) where bytes[index + offset] & 0xC0 != 0x80 {
+        guard unsafe index + count < bytes.count else { throw invalidUTF8(at: index) }
+        guard unsafe second.contains(bytes[index + 1]) else { throw invalidUTF8(at: index) }
+        for offset in stride(from: 2, through: count, by: 1) where unsafe bytes[index + offset] & 0xC0 != 0x80 {
             throw invalidUTF8(at: index)
         }
         return index + count + 1
     }
 
     private func invalidUTF8(at index: Int) -> JSONSyntaxError {
-        JSONSyntaxError(reason: "a string is not valid UTF-8 (byte 0x\(String(bytes[index], radix: 16)) at offset \(index) does not start a valid sequence)")
+        JSONSyntaxError(reason: unsafe "a string is not valid UTF-8 (byte 0x\(String(bytes[index], radix: 16)) at offset \(index) does not start a valid sequence)")
     }
 
     /// Decodes the string whose opening quote is at `index`, resolving escapes and checking UTF-8.
-    func string(at index: Int) throws(JSONSyntaxError) -> String {
+    package func string(at index: Int) throws(JSONSyntaxError) -> String {
         let start = index + 1
         // One pass over the plain ASCII text: a string that is nothing else (the common case, and
         // every Base64 string) is made from its bytes at once, with no second look at them.
-        let stop = JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: start, to: bytes.count)
+        let stop = unsafe JSONStringScan.firstSpecialOrNonASCIIByte(in: bytes, from: start, to: bytes.count)
         if byte(at: stop) == UInt8(ascii: "\"") {
-            return UTF8Text.string(ascii: UnsafeRawBufferPointer(rebasing: bytes[start..<stop]))
+            return unsafe UTF8Text.string(ascii: UnsafeRawBufferPointer(rebasing: bytes[start..<stop]))
         }
-        let end = JSONStringScan.firstSpecialByte(in: bytes, from: stop, to: bytes.count)
+        let end = unsafe JSONStringScan.firstSpecialByte(in: bytes, from: stop, to: bytes.count)
         if byte(at: end) == UInt8(ascii: "\"") {
-            guard let string = UTF8Text.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
+            guard let string = unsafe UTF8Text.string(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) else {
                 throw JSONSyntaxError(reason: "a string is not valid UTF-8")
             }
             return string
         }
-        var decoded = Array(bytes[start..<end])
+        var decoded = unsafe Array(bytes[start..<end])
         var cursor = end
         while let byte = byte(at: cursor) {
             switch byte {
@@ -202,26 +230,26 @@ struct JSONReader {
     /// (`memchr` looks for a backslash many bytes at a time) and without a second UTF-8 check of
     /// our own (`String(decoding:as:)` has its own, fast for ASCII, and could only repair, never trap).
     func string(at start: Int, end: Int) throws(JSONSyntaxError) -> String {
-        let text = UnsafeRawBufferPointer(rebasing: bytes[(start + 1)..<(end - 1)])
-        guard !Self.containsBackslash(text) else { return try string(at: start) }
-        return String(decoding: text, as: UTF8.self)
+        let text = unsafe UnsafeRawBufferPointer(rebasing: bytes[(start + 1)..<(end - 1)])
+        guard unsafe !Self.containsBackslash(text) else { return try string(at: start) }
+        return unsafe String(decoding: text, as: UTF8.self)
     }
 
     /// Whether `text` holds a backslash, looking many bytes at a time.
     static func containsBackslash(_ text: UnsafeRawBufferPointer) -> Bool {
         guard let base = text.baseAddress else { return false }
-        return memchr(base, Int32(UInt8(ascii: "\\")), text.count) != nil
+        return unsafe memchr(base, Int32(UInt8(ascii: "\\")), text.count) != nil
     }
 
     /// Whether the member name whose quote is at `keyStart` (ending at `keyEnd`, past its closing
     /// quote) is `name`, comparing bytes; names with escapes are decoded first.
-    func nameMatches(at keyStart: Int, end keyEnd: Int, _ name: String) -> Bool {
-        let raw = UnsafeRawBufferPointer(rebasing: bytes[(keyStart + 1)..<(keyEnd - 1)])
-        if raw.contains(UInt8(ascii: "\\")) {
+    package func nameMatches(at keyStart: Int, end keyEnd: Int, _ name: String) -> Bool {
+        let raw = unsafe UnsafeRawBufferPointer(rebasing: bytes[(keyStart + 1)..<(keyEnd - 1)])
+        if unsafe raw.contains(UInt8(ascii: "\\")) {
             return (try? string(at: keyStart)) == name
         }
         var name = name
-        return name.withUTF8 { utf8 in utf8.elementsEqual(raw) }
+        return name.withUTF8 { utf8 in unsafe utf8.elementsEqual(raw) }
     }
 
     func unexpected(at index: Int, expecting: String) -> JSONSyntaxError {
@@ -269,10 +297,10 @@ struct JSONReader {
     }
 
     private func hex4(at index: Int) throws(JSONSyntaxError) -> UInt32 {
-        guard index + 4 <= bytes.count else { throw JSONSyntaxError(reason: "a string ends inside a \\u escape") }
+        guard unsafe index + 4 <= bytes.count else { throw JSONSyntaxError(reason: "a string ends inside a \\u escape") }
         var value: UInt32 = 0
         for offset in 0..<4 {
-            let byte = bytes[index + offset]
+            let byte = unsafe bytes[index + offset]
             let digit: UInt8
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")

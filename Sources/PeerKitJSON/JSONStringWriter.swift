@@ -4,9 +4,9 @@ import NIOCore
 /// used by ``PayloadEncoder`` for payloads and by ``EnvelopeEncoder`` for the envelope's keys.
 /// It lives with the JSON helpers (as ``JSONStringScan`` does), so the envelope code depends on
 /// them and they depend on nothing of the envelope's.
-enum JSONStringWriter {
+package enum JSONStringWriter {
     /// Writes `string` as a JSON string literal, escaping what RFC 8259 requires.
-    static func write(_ string: String, into buffer: inout ByteBuffer) {
+    package static func write(_ string: String, into buffer: inout ByteBuffer) {
         var string = string
         string.withUTF8 { utf8 in
             buffer.writeInteger(UInt8(ascii: "\""))
@@ -14,10 +14,10 @@ enum JSONStringWriter {
             let raw = UnsafeRawBufferPointer(utf8)
             var runStart = 0
             while true {
-                let index = JSONStringScan.firstSpecialByte(in: raw, from: runStart, to: raw.count)
+                let index = unsafe JSONStringScan.firstSpecialByte(in: raw, from: runStart, to: raw.count)
                 guard index < raw.count else { break }
-                let byte = raw[index]
-                buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[runStart..<index]))
+                let byte = unsafe raw[index]
+                unsafe buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[runStart..<index]))
                 runStart = index + 1
                 switch byte {
                 case UInt8(ascii: "\""): buffer.writeStaticString("\\\"")
@@ -31,7 +31,7 @@ enum JSONStringWriter {
                     buffer.writeInteger(hexDigit(byte & 0xF))
                 }
             }
-            buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[runStart...]))
+            unsafe buffer.writeBytes(UnsafeRawBufferPointer(rebasing: raw[runStart...]))
             buffer.writeInteger(UInt8(ascii: "\""))
         }
     }
