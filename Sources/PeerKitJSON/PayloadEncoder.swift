@@ -1,7 +1,6 @@
 import Foundation
 import NIOCore
 import NIOFoundationCompat
-import NIOFoundationCompat
 
 /// Encodes `Encodable` values as JSON straight into a `ByteBuffer`, without building a tree.
 ///
@@ -50,37 +49,10 @@ final class JSONOutput {
         var closing: UInt8
         /// Members or elements written so far.
         var count = 0
-        /// The keys written so far (an object's), searched in order while there are few of them...
-        private var keys: [String] = []
-        /// ...and hashed once there are more, so checking for repeats stays linear.
-        private var keySet: Set<String>?
-
-        init(id: Int, closing: UInt8) {
-            self.id = id
-            self.closing = closing
-        }
-
-        /// Records `key`; false when it was already written (compared as `JSONEncoder`'s
-        /// dictionary compares keys: as Swift strings).
-        mutating func insert(_ key: String) -> Bool {
-            if keySet != nil { return keySet!.insert(key).inserted }
-            guard !keys.contains(key) else { return false }
-            keys.append(key)
-            if keys.count > 8 {
-                keySet = Set(keys)
-                keys = []
-            }
-            return true
-        }
-
-        /// Forgets `key`, the last one inserted.
-        mutating func remove(_ key: String) {
-            if keySet != nil {
-                keySet!.remove(key)
-            } else {
-                keys.removeLast()
-            }
-        }
+        /// Where this object's keys start in ``JSONOutput/keys`` while it has few of them...
+        var keysStart: Int
+        /// ...and its keys hashed once it has more, so checking for repeats stays linear.
+        var keySet: Set<String>?
     }
 
     /// What to restore when the encoding of one member or element throws.
@@ -93,6 +65,10 @@ final class JSONOutput {
 
     var buffer: ByteBuffer
     private(set) var stack: [Frame] = []
+    /// The keys written so far into the open objects that have few, innermost last. Only the
+    /// innermost container gets members, so its keys are always the tail; one array serves every
+    /// object of the value instead of one array each.
+    private var keys: [String] = []
     private var nextID = 0
     /// Set once streaming is not possible, even if an `encode(to:)` then swallowed the error:
     /// ``PayloadEncoder`` re-encodes the value with `JSONEncoder`.
@@ -112,7 +88,7 @@ final class JSONOutput {
     func open(_ opening: UInt8, closing: UInt8) -> Int {
         nextID += 1
         buffer.writeInteger(opening)
-        stack.append(Frame(id: nextID, closing: closing))
+        stack.append(Frame(id: nextID, closing: closing, keysStart: keys.count))
         return nextID
     }
 
@@ -130,33 +106,56 @@ final class JSONOutput {
         try activate(id)
         let top = stack.count - 1
         let mark = Mark(writerIndex: buffer.writerIndex, depth: stack.count, count: stack[top].count, key: key)
-        if let key, !stack[top].insert(key) { throw giveUp() }
+        if let key, !insertKey(key) { throw giveUp() }
         if stack[top].count > 0 { buffer.writeInteger(UInt8(ascii: ",")) }
         stack[top].count += 1
         return mark
     }
 
+    /// Records `key` for the innermost object; false when it was already written (compared as
+    /// `JSONEncoder`'s dictionary compares keys: as Swift strings).
+    private func insertKey(_ key: String) -> Bool {
+        let top = stack.count - 1
+        if stack[top].keySet != nil { return stack[top].keySet!.insert(key).inserted }
+        let start = stack[top].keysStart
+        guard !keys[start...].contains(key) else { return false }
+        keys.append(key)
+        if keys.count - start > 8 {
+            stack[top].keySet = Set(keys[start...])
+            keys.removeSubrange(start...)
+        }
+        return true
+    }
+
     /// Takes back everything written since `mark`: the bytes, the containers opened, the key.
     func restore(_ mark: Mark) {
         buffer.moveWriterIndex(to: mark.writerIndex)
-        if stack.count > mark.depth { stack.removeSubrange(mark.depth...) }
+        pop(toDepth: mark.depth)
         guard stack.count == mark.depth, mark.depth > 0 else { return }
         stack[mark.depth - 1].count = mark.count
-        if let key = mark.key { stack[mark.depth - 1].remove(key) }
+        if let key = mark.key {
+            // The key was the last one inserted into this object, now the innermost again.
+            if stack[mark.depth - 1].keySet != nil {
+                stack[mark.depth - 1].keySet!.remove(key)
+            } else {
+                keys.removeLast()
+            }
+        }
     }
 
     /// Takes back the bytes and containers a single value wrote since `writerIndex` at `depth`.
     func restore(writerIndex: Int, depth: Int) {
         buffer.moveWriterIndex(to: writerIndex)
-        if stack.count > depth { stack.removeSubrange(depth...) }
+        pop(toDepth: depth)
     }
 
     /// Closes every container opened after `id`. Throws when `id` is already closed.
     func activate(_ id: Int) throws {
+        if stack.last?.id == id { return }
         guard stack.contains(where: { $0.id == id }) else { throw giveUp() }
         while let last = stack.last, last.id != id {
             buffer.writeInteger(last.closing)
-            stack.removeLast()
+            pop(toDepth: stack.count - 1)
         }
     }
 
@@ -164,8 +163,15 @@ final class JSONOutput {
     func close(toDepth depth: Int) {
         while stack.count > depth, let last = stack.last {
             buffer.writeInteger(last.closing)
-            stack.removeLast()
+            pop(toDepth: stack.count - 1)
         }
+    }
+
+    /// Forgets the containers at `depth` and deeper, and their keys; writes nothing.
+    private func pop(toDepth depth: Int) {
+        guard stack.count > depth else { return }
+        keys.removeSubrange(stack[depth].keysStart...)
+        stack.removeSubrange(depth...)
     }
 }
 
@@ -186,6 +192,13 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     /// Encodes `value` into this slot and closes whatever it opened.
     func encodeValue<T: Encodable>(_ value: T) throws {
         let depth = output.stack.count
+        // One comparison of metatypes first: a struct, array or dictionary (nearly every value
+        // here) skips the eight dynamic casts below, each a runtime call.
+        guard Self.hasOwnEncoding(T.self) else {
+            try encodeComposite(value)
+            output.close(toDepth: depth)
+            return
+        }
         switch value {
         case let string as String: try encode(string)
         case let int as Int: try encode(int)
@@ -202,14 +215,25 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
         case let url as URL: try encode(url.absoluteString)
         case let decimal as Decimal: try writeScalar { $0.writeString(decimal.description) }
         default:
-            try value.encode(to: self)
-            if container == nil, !wroteValue {
-                // Nothing encoded: an empty object, as JSONEncoder writes for nested values.
-                output.buffer.writeStaticString("{}")
-                wroteValue = true
-            }
+            try encodeComposite(value)
         }
         output.close(toDepth: depth)
+    }
+
+    /// Whether values of `type` are written here rather than by their own `encode(to:)`.
+    private static func hasOwnEncoding(_ type: Any.Type) -> Bool {
+        type == String.self || type == Int.self || type == Double.self || type == Bool.self
+            || type == Data.self || type == Date.self || type == URL.self || type == Decimal.self
+    }
+
+    /// Encodes `value` through its own `encode(to:)`, with this slot as its encoder.
+    private func encodeComposite<T: Encodable>(_ value: T) throws {
+        try value.encode(to: self)
+        if container == nil, !wroteValue {
+            // Nothing encoded: an empty object, as JSONEncoder writes for nested values.
+            output.buffer.writeStaticString("{}")
+            wroteValue = true
+        }
     }
 
     // MARK: Encoder
@@ -272,18 +296,31 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     }
 
     private func integer<T: FixedWidthInteger>(_ value: T) throws {
-        try writeScalar { $0.writeString(String(value)) }
+        try writeScalar { JSONScalar.writeInteger(value, into: &$0) }
     }
 
     private func floating<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T) throws {
+        try writeScalar { try JSONScalar.writeFloatingPoint(value, into: &$0, codingPath: codingPath) }
+    }
+}
+
+/// How numbers are written, whether into a slot of their own or straight into a container.
+enum JSONScalar {
+    static func writeInteger<T: FixedWidthInteger>(_ value: T, into buffer: inout ByteBuffer) {
+        buffer.writeString(String(value))
+    }
+
+    /// Writes `value` as `JSONEncoder` does (no ".0" on whole numbers); non-finite numbers are
+    /// refused, as JSON cannot hold them.
+    static func writeFloatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(
+        _ value: T, into buffer: inout ByteBuffer, codingPath: @autoclosure () -> [any CodingKey]
+    ) throws {
         guard value.isFinite else {
-            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "Unable to encode \(T.self).\(value) directly in JSON."))
+            throw EncodingError.invalidValue(value, .init(codingPath: codingPath(), debugDescription: "Unable to encode \(T.self).\(value) directly in JSON."))
         }
-        try writeScalar { buffer in
-            var text = value.description
-            if text.hasSuffix(".0") { text.removeLast(2) }
-            buffer.writeString(text)
-        }
+        var text = value.description
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        buffer.writeString(text)
     }
 }
 
@@ -293,14 +330,33 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     let id: Int
     var codingPath: [any CodingKey] { slot.codingPath }
 
-    /// Writes `"key":` and returns the slot for its value.
-    private func member(_ key: Key) throws -> (slot: JSONSlotEncoder, mark: JSONOutput.Mark) {
+    /// Writes `"key":` and returns what ``JSONOutput/restore(_:)`` needs to take the member back.
+    private func beginMember(_ key: Key) throws -> JSONOutput.Mark {
         let output = slot.output
         let name = key.stringValue
         let mark = try output.beginElement(of: id, key: name)
         JSONStringWriter.write(name, into: &output.buffer)
         output.buffer.writeInteger(UInt8(ascii: ":"))
-        return (JSONSlotEncoder(output: output, codingPath: codingPath + [key]), mark)
+        return mark
+    }
+
+    /// Writes `"key":` and returns the slot for its value.
+    private func member(_ key: Key) throws -> (slot: JSONSlotEncoder, mark: JSONOutput.Mark) {
+        let mark = try beginMember(key)
+        return (JSONSlotEncoder(output: slot.output, codingPath: codingPath + [key]), mark)
+    }
+
+    /// Writes a member whose value is a scalar straight into the output: no slot of its own (an
+    /// object and its coding path each), which is most of the cost of a small member.
+    private func encodeScalar(_ key: Key, _ write: (inout ByteBuffer) throws -> Void) throws {
+        let output = slot.output
+        let mark = try beginMember(key)
+        do {
+            try write(&output.buffer)
+        } catch {
+            output.restore(mark)
+            throw error
+        }
     }
 
     /// Encodes one member; when that throws, nothing of it stays in the output.
@@ -314,22 +370,30 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
         }
     }
 
-    mutating func encodeNil(forKey key: Key) throws { try encodeMember(key) { try $0.encodeNil() } }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: String, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Double, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Float, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { try encodeMember(key) { try $0.encode(value) } }
+    mutating func encodeNil(forKey key: Key) throws { try encodeScalar(key) { $0.writeStaticString("null") } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try encodeScalar(key) { _ = value ? $0.writeStaticString("true") : $0.writeStaticString("false") } }
+    mutating func encode(_ value: String, forKey key: Key) throws { try encodeScalar(key) { JSONStringWriter.write(value, into: &$0) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { try floatingPoint(value, forKey: key) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { try floatingPoint(value, forKey: key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { try integer(value, forKey: key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try encodeMember(key) { try $0.encodeValue(value) } }
+
+    private func integer<T: FixedWidthInteger>(_ value: T, forKey key: Key) throws {
+        try encodeScalar(key) { JSONScalar.writeInteger(value, into: &$0) }
+    }
+
+    private func floatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T, forKey key: Key) throws {
+        try encodeScalar(key) { try JSONScalar.writeFloatingPoint(value, into: &$0, codingPath: codingPath + [key]) }
+    }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
         guard let member = try? member(key) else { return KeyedEncodingContainer(JSONKeyedEncodingContainer<NestedKey>(slot: slot, id: -1)) }
