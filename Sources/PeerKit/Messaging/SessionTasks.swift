@@ -1,5 +1,5 @@
 /// Work a session starts on behalf of its connections (an admission hook deciding on a peer, a
-/// resource handler reading what a peer sends), run
+/// resource handler reading what a peer sends, a resource being sent), run
 /// as child tasks of the session's structured ``TransceiverSession/run(callbacks:onStart:)``, so
 /// that none outlives it: when the session stops, what is still running is cancelled and waited for.
 final class SessionTasks: Sendable {

@@ -31,7 +31,13 @@ public final class OutgoingResource: Sendable {
     /// Reads the time of the last progress (see ``stallStatus``).
     private let clock: PeerClock
     private let state: NIOLockedValueBox<State>
-    private let outcome = NIOLockedValueBox<Task<Void, any Error>?>(nil)
+    private let outcome = NIOLockedValueBox(Outcome.running(waiters: []))
+
+    /// How the transfer ended, for ``finished()``.
+    private enum Outcome {
+        case running(waiters: [CheckedContinuation<Void, any Error>])
+        case ended(Result<Void, any Error>)
+    }
 
     private struct State {
         /// The receiver's window and chunk length, once it accepted.
@@ -74,8 +80,19 @@ public final class OutgoingResource: Sendable {
     ///   receiver), ``PeerKitError/resourceCancelled(name:peer:reason:)`` (cancelled here),
     ///   ``PeerKitError/resourceSourceFailed(name:reason:)``, or why the connection ended.
     public func finished() async throws {
-        guard let task = outcome.withLockedValue({ $0 }) else { return }
-        try await task.value
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let ended = outcome.withLockedValue { outcome -> Result<Void, any Error>? in
+                switch outcome {
+                case let .ended(result):
+                    return result
+                case var .running(waiters):
+                    waiters.append(continuation)
+                    outcome = .running(waiters: waiters)
+                    return nil
+                }
+            }
+            if let ended { continuation.resume(with: ended) }
+        }
     }
 
     /// Stops sending and tells the receiver, which discards what it got. Does nothing once the
@@ -86,12 +103,41 @@ public final class OutgoingResource: Sendable {
 
     // MARK: Driving the transfer
 
-    func start(_ source: ResourceSource, chunkLength: Int, onEnd: @escaping @Sendable () -> Void) {
-        let task = Task {
-            defer { onEnd() }
-            try await self.run(source, chunkLength: chunkLength)
+    /// Sends the resource as a child task of the session (`tasks`), so that no transfer outlives
+    /// it; `onEnd` runs when the transfer ended, before ``finished()`` returns. Without `tasks`
+    /// (a transfer manager on its own, in tests) it runs in a task of its own.
+    func start(_ source: ResourceSource, chunkLength: Int, tasks: SessionTasks?, onEnd: @escaping @Sendable () -> Void) {
+        let job: @Sendable () async -> Void = {
+            let result: Result<Void, any Error>
+            do {
+                try await self.run(source, chunkLength: chunkLength)
+                result = .success(())
+            } catch {
+                result = .failure(error)
+            }
+            onEnd()
+            self.end(with: result)
         }
-        outcome.withLockedValue { $0 = task }
+        guard let tasks else {
+            Task { await job() }
+            return
+        }
+        if !tasks.start(job) {
+            let stopped = PeerKitError.resourceCancelled(name: name, peer: connection.description, reason: "the sending transceiver stopped")
+            fail(stopped, tellPeer: false)
+            onEnd()
+            end(with: .failure(stopped))
+        }
+    }
+
+    /// Records how the transfer ended and tells every caller of ``finished()``.
+    private func end(with result: Result<Void, any Error>) {
+        let waiters = outcome.withLockedValue { outcome -> [CheckedContinuation<Void, any Error>] in
+            guard case let .running(waiters) = outcome else { return [] }
+            outcome = .ended(result)
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(with: result) }
     }
 
     private func run(_ source: ResourceSource, chunkLength localChunkLength: Int) async throws {

@@ -6,8 +6,9 @@ import NIOCore
 /// `peerkit.resource.*` frames and chunks to them, applies the receiver's limits, and runs the
 /// handler registered for each incoming resource's name.
 ///
-/// Frames arrive on the connections' event loops and are handled without blocking; handlers run
-/// in tasks of their own, so a large transfer never holds up the message dispatcher.
+/// Frames arrive on the connections' event loops and are handled without blocking; handlers and
+/// outgoing transfers run in child tasks of the session, so a large transfer never holds up the
+/// message dispatcher and none outlives the session.
 final class ResourceTransfers: ResourceFrameSink {
     /// The limits a receiver applies, and the sender's chunk length (from ``PeerConfiguration``).
     struct Limits: Sendable {
@@ -58,8 +59,8 @@ final class ResourceTransfers: ResourceFrameSink {
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
 
-    /// Where the receivers' handlers run: child tasks of the session (none outlives it); nil
-    /// runs each in a task of its own (tests of the transfers alone).
+    /// Where the receivers' handlers and the outgoing transfers run: child tasks of the session
+    /// (none outlives it); nil runs each in a task of its own (tests of the transfers alone).
     private let tasks: SessionTasks?
 
     /// Whether this side resumes sessions (``PeerConfiguration/resumesSessions``): a peer whose
@@ -121,7 +122,7 @@ final class ResourceTransfers: ResourceFrameSink {
         watch(connection)
         let key = Key(connection: ObjectIdentifier(connection), transfer: resource.transfer)
         checkForStall(resource, key: StallCheckKey(key: key, incoming: false), in: limits.stallTimeout)
-        resource.start(source, chunkLength: limits.chunkLength) { [weak self] in
+        resource.start(source, chunkLength: limits.chunkLength, tasks: tasks) { [weak self] in
             let check = self?.state.withLockedValue { state -> PeerTimer? in
                 state.outgoing.removeValue(forKey: key)
                 return state.stallChecks.removeValue(forKey: StallCheckKey(key: key, incoming: false))

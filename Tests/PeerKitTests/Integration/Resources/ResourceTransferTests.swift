@@ -179,6 +179,39 @@ struct ResourceTransferTests {
         #expect(receiver.connectedPeers.count == 1 && sender.connectedPeers.count == 1)
     }
 
+    @Test("a transfer is a child task of the sending transceiver: when its run() returns after stop(), the transfer has ended with a sentence")
+    func transferEndsWithTheSession() async throws {
+        let serviceType = randomServiceType()
+        let receiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "receiver"))
+        try await receiver.start()
+        defer { receiver.stop() }
+        let sender = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "sender", peers: [try endpoint(of: receiver)]))
+        let running = Task { try await sender.run() }
+        defer { sender.stop() }
+        let peer = try await sender.waitForPeer(timeout: .seconds(20))
+        let firstBytes = Inbox<Int64>()
+        receiver.receiveResources(named: "big") { resource in
+            for try await chunk in resource.chunks { firstBytes.put(Int64(chunk.readableBytes)) }
+        }
+        let transfer = try await sender.send(resource: .chunks(PatternBytes(total: 1 << 30, pause: .milliseconds(20)), size: 1 << 30), named: "big", to: peer)
+        _ = try await firstBytes.take(1, within: 60)
+        sender.stop()
+        try await within(30, "the sender's run() to return") { try await running.value }
+        // Already ended: a transfer of the session cannot outlive it.
+        let ended = Inbox<String>()
+        let waiter = Task {
+            do {
+                try await transfer.finished()
+                ended.put("completed")
+            } catch let error as PeerKitError {
+                ended.put(error.description)
+            }
+        }
+        defer { waiter.cancel() }
+        let said = try await ended.take(1, within: 1)[0]
+        #expect(said != "completed" && said.hasSuffix("."), "\(said)")
+    }
+
     @Test("the receiver cancels midway: the sender's transfer throws that the receiver cancelled it")
     func receiverCancels() async throws {
         let (receiver, senders) = try await connectedStar(spokes: 1)
