@@ -421,11 +421,33 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         self.id = id
     }
 
+    /// Writes the separator before the next element; returns what ``JSONOutput/restore(_:)``
+    /// needs to take it back.
+    private mutating func beginElement() throws -> JSONOutput.Mark {
+        let mark = try slot.output.beginElement(of: id, key: nil)
+        count += 1
+        return mark
+    }
+
     /// Writes the separator and returns the slot for the next element.
     private mutating func element() throws -> (slot: JSONSlotEncoder, mark: JSONOutput.Mark) {
-        let mark = try slot.output.beginElement(of: id, key: nil)
-        defer { count += 1 }
-        return (JSONSlotEncoder(output: slot.output, codingPath: codingPath + [JSONIndexKey(intValue: count)]), mark)
+        let index = count
+        let mark = try beginElement()
+        return (JSONSlotEncoder(output: slot.output, codingPath: codingPath + [JSONIndexKey(intValue: index)]), mark)
+    }
+
+    /// Writes an element that is a scalar straight into the output, without a slot of its own
+    /// (as ``JSONKeyedEncodingContainer`` writes scalar members).
+    private mutating func encodeScalar(_ write: (inout ByteBuffer) throws -> Void) throws {
+        let output = slot.output
+        let mark = try beginElement()
+        do {
+            try write(&output.buffer)
+        } catch {
+            output.restore(mark)
+            count -= 1
+            throw error
+        }
     }
 
     /// Encodes one element; when that throws, nothing of it stays in the output.
@@ -440,22 +462,39 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         }
     }
 
-    mutating func encodeNil() throws { try encodeElement { try $0.encodeNil() } }
-    mutating func encode(_ value: Bool) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: String) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Double) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Float) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Int) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Int8) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Int16) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Int32) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: Int64) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: UInt) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: UInt8) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: UInt16) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: UInt32) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode(_ value: UInt64) throws { try encodeElement { try $0.encode(value) } }
-    mutating func encode<T: Encodable>(_ value: T) throws { try encodeElement { try $0.encodeValue(value) } }
+    mutating func encodeNil() throws { try encodeScalar { $0.writeStaticString("null") } }
+    mutating func encode(_ value: Bool) throws { try encodeScalar { _ = value ? $0.writeStaticString("true") : $0.writeStaticString("false") } }
+    mutating func encode(_ value: String) throws { try encodeScalar { JSONStringWriter.write(value, into: &$0) } }
+    mutating func encode(_ value: Double) throws { try floatingPoint(value) }
+    mutating func encode(_ value: Float) throws { try floatingPoint(value) }
+    mutating func encode(_ value: Int) throws { try integer(value) }
+    mutating func encode(_ value: Int8) throws { try integer(value) }
+    mutating func encode(_ value: Int16) throws { try integer(value) }
+    mutating func encode(_ value: Int32) throws { try integer(value) }
+    mutating func encode(_ value: Int64) throws { try integer(value) }
+    mutating func encode(_ value: UInt) throws { try integer(value) }
+    mutating func encode(_ value: UInt8) throws { try integer(value) }
+    mutating func encode(_ value: UInt16) throws { try integer(value) }
+    mutating func encode(_ value: UInt32) throws { try integer(value) }
+    mutating func encode(_ value: UInt64) throws { try integer(value) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        // An array's elements arrive here, generic: `[String]`, `[Int]`, `[Double]` and `[Bool]`
+        // are written in place too, after one comparison of metatypes.
+        if T.self == String.self, let string = value as? String { return try encode(string) }
+        if T.self == Int.self, let int = value as? Int { return try encode(int) }
+        if T.self == Double.self, let double = value as? Double { return try encode(double) }
+        if T.self == Bool.self, let bool = value as? Bool { return try encode(bool) }
+        try encodeElement { try $0.encodeValue(value) }
+    }
+
+    private mutating func integer<T: FixedWidthInteger>(_ value: T) throws {
+        try encodeScalar { JSONScalar.writeInteger(value, into: &$0) }
+    }
+
+    private mutating func floatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T) throws {
+        let path = codingPath, index = count
+        try encodeScalar { try JSONScalar.writeFloatingPoint(value, into: &$0, codingPath: path + [JSONIndexKey(intValue: index)]) }
+    }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         guard let element = try? element() else { return KeyedEncodingContainer(JSONKeyedEncodingContainer<NestedKey>(slot: slot, id: -1)) }

@@ -54,10 +54,23 @@ struct PayloadEncoderTests {
         #expect((decoded?["super"] as? [String: Any])?["base"] as? Int == 1)
     }
 
-    @Test("non-finite numbers are refused, as JSONEncoder refuses them")
+    @Test("non-finite numbers are refused, as JSONEncoder refuses them, naming where they are")
     func nonFinite() {
         #expect(throws: EncodingError.self) { try PayloadEncoder.encode([Double.nan]) }
         #expect(throws: EncodingError.self) { try PayloadEncoder.encode(["x": Float.infinity]) }
+        struct Reading: Encodable { var values: [Double]; var peak: Float }
+        // Written in place (no slot of their own), the error still carries the member's path.
+        for (value, path) in [(Reading(values: [1, 2, .infinity], peak: 1), ["values", "Index 2"]),
+                              (Reading(values: [], peak: .nan), ["peak"])] {
+            do {
+                _ = try PayloadEncoder.encode(value)
+                Issue.record("\(value) encoded")
+            } catch let EncodingError.invalidValue(_, context) {
+                #expect(context.codingPath.map(\.stringValue) == path)
+            } catch {
+                Issue.record("unexpected error: \(error)")
+            }
+        }
     }
 
     @Test("strings with every kind of character round-trip", arguments: ["", "plain", "\u{0}\u{1F}\u{7F}", "\"\\/\n\r\t\u{08}\u{0C}", "é😀中"])
