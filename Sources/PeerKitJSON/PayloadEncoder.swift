@@ -267,7 +267,7 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     }
 
     func encodeNil() throws { try writeScalar { $0.writeStaticString("null") } }
-    func encode(_ value: Bool) throws { try writeScalar { _ = value ? $0.writeStaticString("true") : $0.writeStaticString("false") } }
+    func encode(_ value: Bool) throws { try writeScalar { JSONScalar.writeBool(value, into: &$0) } }
     func encode(_ value: String) throws { try writeScalar { JSONStringWriter.write(value, into: &$0) } }
     func encode(_ value: Double) throws { try floating(value) }
     func encode(_ value: Float) throws { try floating(value) }
@@ -304,8 +304,12 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     }
 }
 
-/// How numbers are written, whether into a slot of their own or straight into a container.
+/// How numbers and Booleans are written, whether into a slot of their own or straight into a container.
 enum JSONScalar {
+    static func writeBool(_ value: Bool, into buffer: inout ByteBuffer) {
+        if value { buffer.writeStaticString("true") } else { buffer.writeStaticString("false") }
+    }
+
     static func writeInteger<T: FixedWidthInteger>(_ value: T, into buffer: inout ByteBuffer) {
         buffer.writeString(String(value))
     }
@@ -371,7 +375,7 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     }
 
     mutating func encodeNil(forKey key: Key) throws { try encodeScalar(key) { $0.writeStaticString("null") } }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { try encodeScalar(key) { _ = value ? $0.writeStaticString("true") : $0.writeStaticString("false") } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { try encodeScalar(key) { JSONScalar.writeBool(value, into: &$0) } }
     mutating func encode(_ value: String, forKey key: Key) throws { try encodeScalar(key) { JSONStringWriter.write(value, into: &$0) } }
     mutating func encode(_ value: Double, forKey key: Key) throws { try floatingPoint(value, forKey: key) }
     mutating func encode(_ value: Float, forKey key: Key) throws { try floatingPoint(value, forKey: key) }
@@ -463,7 +467,7 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     }
 
     mutating func encodeNil() throws { try encodeScalar { $0.writeStaticString("null") } }
-    mutating func encode(_ value: Bool) throws { try encodeScalar { _ = value ? $0.writeStaticString("true") : $0.writeStaticString("false") } }
+    mutating func encode(_ value: Bool) throws { try encodeScalar { JSONScalar.writeBool(value, into: &$0) } }
     mutating func encode(_ value: String) throws { try encodeScalar { JSONStringWriter.write(value, into: &$0) } }
     mutating func encode(_ value: Double) throws { try floatingPoint(value) }
     mutating func encode(_ value: Float) throws { try floatingPoint(value) }
