@@ -38,12 +38,15 @@ extension ListrRequestHandler {
         _ handle: @escaping @Sendable (ListrRequestHandler, Command, Peer) async -> CLIResponse
     ) {
         let handler = self
-        transceiver.respond(to: type) { command, sender in
+        transceiver.respond(to: type) { [weak transceiver] command, sender in
             logger.debug("\(Command.self) from \(sender) received")
             let response = await handle(handler, command, sender)
             if case let .error(reason) = response {
-                // The first refusal of a peer's series at notice, the rest counted (RefusalLog).
-                let lines = handler.refusals.refused(key: sender.id, name: "\(sender)")
+                // The first refusal of a series at notice, the rest counted (RefusalLog). A series
+                // is kept per source address: a peer ID is whatever a peer says, and an attacker
+                // with the key could otherwise start a new series, and a new line, per made-up ID.
+                let address = transceiver?.sourceAddress(of: sender)
+                let lines = handler.refusals.refused(key: address ?? sender.id, name: address.map { "\(sender) or another peer at \($0)" } ?? "\(sender)")
                 if let summary = lines.summary { logger.notice("\(summary)") }
                 if lines.logRefusal {
                     logger.notice("\(Command.self) from \(sender) refused: \(reason)")

@@ -1,16 +1,17 @@
-/// Which refusals listrd logs: the first of each peer's episode, then one summary with a count.
+/// Which refusals listrd logs: the first of each source's episode, then one summary with a count.
 ///
 /// A peer can send requests that are refused (a wrong position, a full list, too many watchers)
 /// as fast as the network carries them; one notice line each made 147,075 lines (30 MB) in 15 s
-/// from one peer. Instead, a peer's refusals form an episode that lasts until it goes
+/// from one peer. Instead, the refusals of one key form an episode that lasts until it goes
 /// ``quietPeriod`` without one: the first refusal of an episode is logged (at notice, with its
 /// reason), the others are counted, and the count is logged as one line when the episode ends,
 /// and every ``summaryInterval`` while it goes on: `refused 147075 more requests from … in the
-/// last 15 s`. So a peer costs the log at most two lines per ``summaryInterval``, whatever it sends.
+/// last 15 s`. So a key costs the log at most two lines per ``summaryInterval``, whatever it sends.
+/// listrd keys episodes by the peer's source address (``PeerTransceiver/sourceAddress(of:)``), not
+/// its peer ID, which costs nothing to make up.
 ///
-/// At most ``maximumEpisodes`` peers are followed at once (an entry is a few dozen bytes); the
-/// refusals of further peers (peer IDs cost nothing to make up) are counted together, as those of
-/// "other peers", in one more episode. A value type with no clock and no I/O: the caller passes
+/// At most ``maximumEpisodes`` keys are followed at once (an entry is a few dozen bytes); the
+/// refusals of further keys are counted together, as those of "other peers", in one more episode. A value type with no clock and no I/O: the caller passes
 /// the time and logs the lines it returns.
 public struct RefusalEpisodes: Sendable {
     /// How long a peer goes without a refusal before its episode ends: 10 s.

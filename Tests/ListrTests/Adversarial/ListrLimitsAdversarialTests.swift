@@ -115,6 +115,35 @@ struct ListrLimitsAdversarialTests {
         #expect(counts.first?.contains("refused a lot") == true, "\(counts)")
     }
 
+    @Test("refusals from 20 made-up peer IDs at one address are one series: one line at notice, not one per ID")
+    func refusalSeriesByAddress() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
+        let serviceType = world.serviceType
+        func refusedOnce(from source: String, peerID: String, index: Int) async throws {
+            let socket = try await blocking {
+                let socket = try RawSocket.connect(port: port, from: source)
+                socket.setTimeout(seconds: 30)
+                socket.sayHello(serviceType: serviceType, name: peerID, peerID: peerID)
+                return socket
+            }
+            defer { socket.close() }
+            let answered = try await Self.sendAndCount(socket, count: 1) { _ in #"{"type":"RemoveItemCommand","id":"r","payload":{"index":\#(index)}}"# }
+            #expect(answered == 1, "\(peerID) got no answer")
+        }
+        for id in 0..<20 {
+            try await refusedOnce(from: "127.0.0.1", peerID: "made-up-\(id)", index: 99)
+        }
+        // Another address starts a series of its own, logged at notice: once its line is in,
+        // every line before it is too.
+        try await refusedOnce(from: "127.0.0.2", peerID: "elsewhere", index: 98)
+        try await daemon.waitFor("the other address's refusal", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("refused: There is no item 98")
+        }
+        let refusals = daemon.stderr.lines(containing: "refused: There is no item 99")
+        #expect(refusals.count == 1, "listrd logged \(refusals.count) refusals at notice from one address: \(refusals)")
+    }
+
     @Test("a watcher that never reads while 1,500 items of 4,000 bytes are added is dropped, listrd's memory stays bounded, and others are served")
     func neverReadingWatcher() async throws {
         let world = try ListrFixture()
