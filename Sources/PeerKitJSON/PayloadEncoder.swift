@@ -199,12 +199,17 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     func encodeValue<T: Encodable>(_ value: T) throws {
         let depth = output.stack.count
         // One comparison of metatypes first: a struct, array or dictionary (nearly every value
-        // here) skips the eight dynamic casts below, each a runtime call.
-        guard Self.hasOwnEncoding(T.self) else {
+        // here) skips the dynamic casts of `encodeOwn`, each a runtime call.
+        if Self.hasOwnEncoding(T.self) {
+            try encodeOwn(value)
+        } else {
             try encodeComposite(value)
-            output.close(toDepth: depth)
-            return
         }
+        output.close(toDepth: depth)
+    }
+
+    /// Writes a value whose type ``hasOwnEncoding(_:)`` names as `JSONEncoder` writes it.
+    private func encodeOwn<T: Encodable>(_ value: T) throws {
         switch value {
         case let string as String: try encode(string)
         case let int as Int: try encode(int)
@@ -220,10 +225,8 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
         case let date as Date: try encode(date.timeIntervalSinceReferenceDate)
         case let url as URL: try encode(url.absoluteString)
         case let decimal as Decimal: try writeScalar { $0.writeString(decimal.description) }
-        default:
-            try encodeComposite(value)
+        default: try encodeComposite(value)
         }
-        output.close(toDepth: depth)
     }
 
     /// Whether values of `type` are written here rather than by their own `encode(to:)`.
