@@ -95,7 +95,11 @@ struct HandshakeSlotAdversarialTests {
         // pending when the attackers stop (at most 64) end as refusals.
         let errors = events.errors.count
         #expect(errors <= 2 * 64, "the listener reported \(errors) errors to the application for \(opened) stalled connections; only those pending when the attack stopped (at most 64) were expected")
-        #expect(tlsRefusals.count <= addresses, "the listener logged \(tlsRefusals.count) abandoned TLS handshakes from \(addresses) addresses; once per address was expected:\n\(tlsRefusals.prefix(30).joined(separator: "\n"))")
+        // The clients dial from 127.0.0.1, which none of the attackers uses: a client connection
+        // whose handshake ends unfinished is logged like any other address's, once.
+        let refusedFrom = tlsRefusals.compactMap { line in line.firstMatch(of: /peer at ([0-9.]+):/).map { String($0.1) } }
+        #expect(Set(refusedFrom).count == tlsRefusals.count, "the listener logged an address's abandoned TLS handshakes more than once:\n\(tlsRefusals.prefix(30).joined(separator: "\n"))")
+        #expect(tlsRefusals.count <= addresses + 1, "the listener logged \(tlsRefusals.count) abandoned TLS handshakes from \(addresses) attacking addresses and the clients' one; once per address was expected:\n\(tlsRefusals.prefix(30).joined(separator: "\n"))")
     }
 
     @Test("64 stalled handshakes from one address, re-opened as they are closed, do not keep a client with the key out")
