@@ -178,8 +178,10 @@ struct ListrLimitsAdversarialTests {
         #expect(answered == total, "listrd answered \(answered) of \(total) adds")
         // Dropped for falling behind (logged with the sentence), or disconnected by PeerKit for
         // not reading: either way it no longer costs listrd anything.
+        // Which comes first depends on how much the kernel's send buffer takes before the
+        // watcher's queue fills: a run measured it disconnected for not answering pings 2.5 s in.
         try await daemon.waitFor("the watcher dropped", timeout: ListrFixture.deadline) { _, stderr in
-            stderr.contains("because it fell behind")
+            stderr.contains("because it fell behind") || stderr.contains("\"never reads\" (") && stderr.contains("stopped watching")
         }
         let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
         #expect(peak - baseline < 64 * 1024 * 1024, "listrd's peak RSS grew by \(peak - baseline) bytes while a watcher did not read")
