@@ -487,6 +487,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         // while another thread writes the session's frames (it holds earlier ones, which must go
         // first): what it has not taken yet is lost with the stop.
         var flushes: [(PeerConnection, Session.Writes)] = []
+        // Suspended peers' frames have no connection to go out on: said in the log, not dropped unsaid.
+        var stranded: [(peer: Peer, frames: Int, bytes: Int)] = []
         let (connections, server, listener) = withState { state -> ([PeerConnection], (any Channel)?, (any PeerTransportListener)?) in
             guard state.running else { return ([], nil, nil) }
             state.running = false
@@ -495,6 +497,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             for var record in state.peers.values {
                 if let (_, timer) = record.switchTimer { timers.append(timer) }
                 if let (_, timer) = record.windowTimer { timers.append(timer) }
+                if let session = record.session, session.isSuspended, session.unacknowledgedCount > 0 {
+                    stranded.append((record.peer, session.unacknowledgedCount, session.unacknowledgedBytes))
+                }
                 if var session = record.session, let current = record.link.current {
                     let writes = session.takeUnwrittenForStop()
                     record.session = session
@@ -516,6 +521,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         for timer in timers { timer.cancel() }
         for waiter in waiters { waiter.resume() }
+        for (peer, frames, bytes) in stranded {
+            logger.warning("Stopped while \(peer) was unreachable: \(frames) messages (\(bytes) bytes) sent to it were not acknowledged, and may not have arrived.")
+        }
         for (connection, writes) in flushes {
             if let from = writes.from { connection.send(SessionFrame.resend(from: from).encode()) }
             for frame in writes.frames { _ = connection.enqueue(frame, below: nil) }
@@ -1012,7 +1020,25 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     /// One attempt of a dial: connects to `endpoint` and reports the outcome to the dial plan.
+    ///
+    /// The attempt starts on the event loop its channel will use, so that the outcome is handled
+    /// there before anything the channel reads: the dial plan learns that the attempt connected
+    /// before its handshake can complete. Started from another thread, the outcome's handler could
+    /// be registered only after a complete handshake (a thread descheduled for a few milliseconds
+    /// on a loaded machine), and a dial that had meanwhile ended (the transceiver stopping) closed
+    /// the connection under the peer's session, discarding what was queued on it and the bye.
+    /// (A test transport's network picks its own loops and is driven by its own clock: it is
+    /// called at once.)
     private func connect(key: String, endpoint: PeerEndpoint, generation: Int) {
+        let loop = group.next()
+        if configuration.transport != nil || loop.inEventLoop {
+            connect(key: key, endpoint: endpoint, generation: generation, on: loop)
+        } else {
+            loop.execute { self.connect(key: key, endpoint: endpoint, generation: generation, on: loop) }
+        }
+    }
+
+    private func connect(key: String, endpoint: PeerEndpoint, generation: Int, on loop: any EventLoop) {
         let connected: EventLoopFuture<any Channel>
         let clock = configuration.clock
         let connectTimeout = Duration.nanoseconds(configuration.connectTimeout.nanoseconds)
@@ -1038,7 +1064,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     return channel
                 }
         } else {
-            let bootstrap = ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: loop)
                 // With a clock other than the real one, the connect timeout is that clock's (below).
                 .connectTimeout(clock.isReal ? configuration.connectTimeout : .hours(24))
                 .channelOption(.tcpOption(.tcp_nodelay), value: 1)

@@ -157,6 +157,23 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
+    @Test("stopping while a peer is suspended says in the log how many messages to it were not acknowledged")
+    func stopWhileSuspendedIsLogged() async throws {
+        let network = TestNetwork()
+        let log = CapturedLog()
+        let (alice, bob, _, _) = try await pair(network) { $0.logger = log.logger }
+        let toBob = try #require(alice.connectedPeers.first)
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        #expect(alice.connectedPeers.map(\.name) == ["bob"], "suspended")
+        for n in 0..<3 { try await alice.send(SessionNumber(n: n), to: [toBob]) }
+        await alice.shutdown()
+        let lines = log.messages(containing: "Stopped while", atLeast: .warning)
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.contains(#""bob""#) == true && lines.first?.contains(": 3 messages (") == true, "\(lines)")
+        await network.shutdown()
+    }
+
     @Test("a peer that restarted (same peer ID, a new run) during the gap starts a new session: what was pending for its old run fails with peerRestarted")
     func restartedPeer() async throws {
         let network = TestNetwork()

@@ -106,4 +106,40 @@ struct TransceiverLifecycleTests {
         defer { second.stop() }
         #expect(try await connected.take(1) == ["second"])
     }
+
+    /// What `peerkit send` does: start, send once, shut down. Several senders at once load the
+    /// machine, which once let a dial's outcome be handled after its handshake: the stopping
+    /// sender then closed the connection without its bye, and the message was lost (issue 29).
+    @Test("senders that shut down right after sending deliver every message, round after round")
+    func sendThenShutdown() async throws {
+        let receiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: randomServiceType(), name: "receiver"))
+        let received = Inbox<Int>()
+        receiver.receive(SentBeforeShutdown.self) { message, _ in received.put(message.number) }
+        try await receiver.start()
+        defer { receiver.stop() }
+        let senders = 4, rounds = 12
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for sender in 0..<senders {
+                group.addTask {
+                    for round in 0..<rounds {
+                        var configuration = loopbackConfiguration(serviceType: receiver.configuration.serviceType, name: "sender \(sender)", peers: [try endpoint(of: receiver)])
+                        configuration.advertises = false
+                        let client = PeerTransceiver(configuration: configuration)
+                        try await client.start()
+                        let peer = try await client.waitForPeer(timeout: .seconds(20))
+                        try await client.send(SentBeforeShutdown(number: sender * rounds + round), to: [peer])
+                        await client.shutdown()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let numbers = try await received.take(senders * rounds)
+        #expect(numbers.sorted() == Array(0..<(senders * rounds)))
+    }
+}
+
+private struct SentBeforeShutdown: Codable, Sendable, PeerMessage {
+    static var messageType: String { "test.SentBeforeShutdown" }
+    var number: Int
 }
