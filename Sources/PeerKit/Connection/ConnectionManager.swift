@@ -1514,6 +1514,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
         // redialled until the peer is discovered again, and logged once per host and episode.
         let refused = error?.isSecurityRefusal == true
+        // A stranger's refusals are reported (logged and published) once per remote host and
+        // episode: an attacker re-opening connections gets neither a log line nor an event per
+        // connection, and a subscriber that reads slowly holds no event per connection either.
+        // Our own dials are refused at most once per discovery of the peer: each is reported.
+        let reportRefusal = refused && !evicted && error.map { error in
+            connection.direction == .outbound || configuration.security.shouldLog(error, remote: connection.remoteDescription)
+        } == true
         var armSwitch: (peerID: String, generation: Int)?
         var armWindow: (peerID: String, generation: Int)?
         let redialKey = withState { state -> String? in
@@ -1521,7 +1528,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             state.connections[id] = nil
             state.pendingHandshakes.completed(ObjectIdentifier(connection.channel))
             guard state.running else { return nil }
-            if refused, !evicted, let error { state.emit(.error(error)) }
+            if reportRefusal, let error { state.emit(.error(error)) }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
                 return refused ? nil : connection.serviceKey
@@ -1580,7 +1587,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // A dial whose handshake failed: the back-off logs the episode once.
             dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
         } else if let error, refused, !evicted {
-            if configuration.security.shouldLog(error, remote: connection.remoteDescription) { logger.notice("\(error)") }
+            let log = connection.direction == .outbound ? configuration.security.shouldLog(error, remote: connection.remoteDescription) : reportRefusal
+            if log { logger.notice("\(error)") }
         } else if let error, connection.remote != nil {
             // An established connection that ended badly.
             logger.notice("\(error)")

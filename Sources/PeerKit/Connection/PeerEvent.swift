@@ -35,7 +35,9 @@ public enum PeerEvent: Sendable, Hashable {
     /// answer later are still added. ``PeerTransceiver/knownPeersListed`` tells whether it was sent.
     case knownPeersListed
     /// Something went wrong that the transceiver could not hide (discovery failed, a peer
-    /// misbehaved, a message could not be handled). The transceiver keeps running.
+    /// misbehaved, a message could not be handled). The transceiver keeps running. A security
+    /// refusal of an incoming connection (``PeerKitError/isSecurityRefusal``) is published once
+    /// per remote host per episode, as it is logged, not once per connection.
     case error(PeerKitError)
     /// The transceiver stopped.
     case stopped

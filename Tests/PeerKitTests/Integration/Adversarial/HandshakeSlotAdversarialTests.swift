@@ -86,17 +86,18 @@ struct HandshakeSlotAdversarialTests {
         let lines = log.messages(atLeast: .notice)
         let tlsRefusals = lines.filter { $0.hasPrefix("The TLS handshake with") }
         let others = lines.filter { !$0.hasPrefix("The TLS handshake with") }
-        let addresses = Set(attackers.flatMap(\.sources)).count
         // Up to three kinds of episode (evictions, refusals per address, failed handshakes).
         let allowed = 3 * (1 + Int(elapsed / .seconds(10)))
         #expect(!others.isEmpty, "the listener logged nothing about \(opened) stalled connections:\n\(lines.suffix(20).joined(separator: "\n"))")
         #expect(others.count <= allowed, "the listener logged \(others.count) lines at notice or above for \(opened) stalled connections in \(elapsed); at most \(allowed) episode lines were expected:\n\(others.prefix(30).joined(separator: "\n"))")
-        // An evicted handshake is not reported to the application either: only those still
-        // pending when the attackers stop (at most 64) end as refusals.
-        let errors = events.errors.count
-        #expect(errors <= 2 * 64, "the listener reported \(errors) errors to the application for \(opened) stalled connections; only those pending when the attack stopped (at most 64) were expected")
         // The clients dial from 127.0.0.1, which none of the attackers uses: a client connection
         // whose handshake ends unfinished is logged like any other address's, once.
+        let addresses = Set(attackers.flatMap(\.sources)).count
+        // An evicted handshake is not reported to the application; an abandoned one is, as it is
+        // logged: once per address. (Connections that waited in the accept queue when the
+        // attackers closed them end as refusals too; once counted 131 events when each was one.)
+        let errors = events.errors.count
+        #expect(errors <= addresses + 1, "the listener reported \(errors) errors to the application for \(opened) stalled connections from \(addresses) addresses; at most one per address was expected")
         let refusedFrom = tlsRefusals.compactMap { line in line.firstMatch(of: /peer at ([0-9.]+):/).map { String($0.1) } }
         #expect(Set(refusedFrom).count == tlsRefusals.count, "the listener logged an address's abandoned TLS handshakes more than once:\n\(tlsRefusals.prefix(30).joined(separator: "\n"))")
         #expect(tlsRefusals.count <= addresses + 1, "the listener logged \(tlsRefusals.count) abandoned TLS handshakes from \(addresses) attacking addresses and the clients' one; once per address was expected:\n\(tlsRefusals.prefix(30).joined(separator: "\n"))")
