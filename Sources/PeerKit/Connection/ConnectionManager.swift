@@ -1544,7 +1544,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 // The peer kept another connection to us; it is being established.
                 state.peers[remote.peerID] = record
                 armSwitch = (remote.peerID, generation)
-            case .disconnected where record.hasLiveSession && Self.suspends(reason):
+            case .disconnected where record.hasLiveSession && (Self.suspends(reason) || Self.peerFailedBeforeResuming(reason, session: record.session)):
                 // Feature resume: the peer is suspended, not disconnected, and redialled.
                 if let generation = suspend(&record, reason: error, state: &state) {
                     armWindow = (remote.peerID, generation)
@@ -1761,6 +1761,18 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         case .connectionLost, .transportError, .failed(.timedOut): return true
         default: return false
         }
+    }
+
+    /// Whether the peer failed the connection (its `peerkit.error`) before its `peerkit.resume`
+    /// arrived on it: nothing of the session went over that connection either way, so the
+    /// session is as it was before it, and so is the peer's. The usual case: the peer's
+    /// handshake timed out (our hello reached it late, on a loaded machine) while ours
+    /// completed; the peer never saw the connection as established and still holds the session,
+    /// so it is suspended here too, not ended (ending it made the peer's next resume a protocol
+    /// violation, and both sides started over, losing what was pending).
+    static func peerFailedBeforeResuming(_ reason: ConnectionStateMachine.CloseReason, session: Session?) -> Bool {
+        guard case .peerFailed = reason, let session, case .resuming = session.phase else { return false }
+        return true
     }
 
     /// Sets up `record`'s session for a connection whose handshake completed: the same session

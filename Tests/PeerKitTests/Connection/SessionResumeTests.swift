@@ -174,6 +174,45 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
+    @Test("a connection the peer fails before its resume (its handshake never completed on its side) leaves the session suspended on both sides: the next one resumes it, and nothing is lost")
+    func peerFailsBeforeResuming() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, atBob) = try await pair(network)
+        let aliceEvents = EventRecorder(alice, on: network)
+        let bobEvents = EventRecorder(bob, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        for n in 0..<10 { try await alice.send(SessionNumber(n: n), to: [toBob]) }
+        try await network.eventually("bob received 10") { atBob.withLockedValue { $0.count } == 10 }
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        for n in 10..<20 { try await alice.send(SessionNumber(n: n), to: [toBob]) }
+        // Alice's hellos never reach bob, so he fails every new connection (its first frame from
+        // her is not a hello) with peerkit.error, while alice, who got his hello, saw each one
+        // established: what a hello delayed past the handshake timeout does on a loaded machine.
+        network.dropFrames(from: alice, to: bob) { $0.type == "peerkit.hello" }
+        network.heal(alice, bob)
+        await network.advance(by: .seconds(3))
+        let kinds = { (recorder: EventRecorder) in
+            recorder.events.compactMap { event -> String? in
+                switch event {
+                case .peerSuspended: "suspended"
+                case let .peerDisconnected(_, reason): "disconnected(\(reason?.code.description ?? "nil"))"
+                case .peerResumed: "resumed"
+                default: nil
+                }
+            }
+        }
+        #expect(kinds(aliceEvents).starts(with: ["suspended", "resumed", "suspended"]), "alice saw a connection established and failed by bob: \(kinds(aliceEvents))")
+        network.clearFaults()
+        await network.advance(by: .seconds(3))
+        try await network.waitUntilConnected(alice, bob)
+        try await network.eventually("bob received 20") { atBob.withLockedValue { $0.count } == 20 }
+        #expect(atBob.withLockedValue { $0 } == Array(0..<20))
+        #expect(!kinds(aliceEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(aliceEvents))")
+        #expect(!kinds(bobEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(bobEvents))")
+        await network.shutdown()
+    }
+
     @Test("a peer that restarted (same peer ID, a new run) during the gap starts a new session: what was pending for its old run fails with peerRestarted")
     func restartedPeer() async throws {
         let network = TestNetwork()
