@@ -106,11 +106,15 @@ public final class OutgoingResource: Sendable {
     /// Sends the resource as a child task of the session (`tasks`), so that no transfer outlives
     /// it; `onEnd` runs when the transfer ended, before ``finished()`` returns. Without `tasks`
     /// (a transfer manager on its own, in tests) it runs in a task of its own.
-    func start(_ source: ResourceSource, chunkLength: Int, tasks: SessionTasks?, onEnd: @escaping @Sendable () -> Void) {
+    /// `whenConnectionEnds` is the failure when the connection ends under the transfer, the one
+    /// the transfer manager gives every transfer on that connection: whichever of the two hears
+    /// of the end first, the transfer fails with it.
+    func start(_ source: ResourceSource, chunkLength: Int, tasks: SessionTasks?,
+               whenConnectionEnds: @escaping @Sendable () -> PeerKitError, onEnd: @escaping @Sendable () -> Void) {
         let job: @Sendable () async -> Void = {
             let result: Result<Void, any Error>
             do {
-                try await self.run(source, chunkLength: chunkLength)
+                try await self.run(source, chunkLength: chunkLength, whenConnectionEnds: whenConnectionEnds)
                 result = .success(())
             } catch {
                 result = .failure(error)
@@ -140,7 +144,7 @@ public final class OutgoingResource: Sendable {
         for waiter in waiters { waiter.resume(with: result) }
     }
 
-    private func run(_ source: ResourceSource, chunkLength localChunkLength: Int) async throws {
+    private func run(_ source: ResourceSource, chunkLength localChunkLength: Int, whenConnectionEnds: @Sendable () -> PeerKitError) async throws {
         do {
             let size: Int64?
             do {
@@ -188,7 +192,11 @@ public final class OutgoingResource: Sendable {
             acknowledged(sent)
             meter.finish()
         } catch {
-            fail(error as? PeerKitError ?? .resourceSourceFailed(name: name, reason: "\(error)"), tellPeer: true)
+            if connection.isClosed {
+                fail(whenConnectionEnds(), tellPeer: false)
+            } else {
+                fail(error as? PeerKitError ?? .resourceSourceFailed(name: name, reason: "\(error)"), tellPeer: true)
+            }
             throw state.withLockedValue { $0.failure } ?? error
         }
     }

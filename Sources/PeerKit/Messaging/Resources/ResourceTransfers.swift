@@ -122,7 +122,11 @@ final class ResourceTransfers: ResourceFrameSink {
         watch(connection)
         let key = Key(connection: ObjectIdentifier(connection), transfer: resource.transfer)
         checkForStall(resource, key: StallCheckKey(key: key, incoming: false), in: limits.stallTimeout)
-        resource.start(source, chunkLength: limits.chunkLength, tasks: tasks) { [weak self] in
+        let resumesSessions = resumesSessions
+        let whenConnectionEnds: @Sendable () -> PeerKitError = { [name] in
+            Self.failure(ofTransfer: name, whoseConnectionEnded: connection, resumesSessions: resumesSessions)
+        }
+        resource.start(source, chunkLength: limits.chunkLength, tasks: tasks, whenConnectionEnds: whenConnectionEnds) { [weak self] in
             let check = self?.state.withLockedValue { state -> PeerTimer? in
                 state.outgoing.removeValue(forKey: key)
                 return state.stallChecks.removeValue(forKey: StallCheckKey(key: key, incoming: false))
@@ -294,15 +298,21 @@ final class ResourceTransfers: ResourceFrameSink {
             return (state.outgoing.filter { $0.key.connection == id }.map(\.value), state.incoming.filter { $0.key.connection == id }.map(\.value))
         }
         guard !outgoing.isEmpty || !incoming.isEmpty else { return }
-        let cause = connection.closeError ?? .connectionClosed(peer: connection.description)
-        let inSession = resumesSessions && connection.remote?.resumableSession != nil
-        let reason = Self.connectionEndedReason(cause)
         for resource in outgoing {
-            resource.fail(inSession ? .resourceCancelled(name: resource.name, peer: connection.description, reason: reason) : cause, tellPeer: false)
+            resource.fail(Self.failure(ofTransfer: resource.name, whoseConnectionEnded: connection, resumesSessions: resumesSessions), tellPeer: false)
         }
         for resource in incoming {
-            resource.fail(inSession ? .resourceCancelled(name: resource.name, peer: connection.description, reason: reason) : cause, tellPeer: nil)
+            resource.fail(Self.failure(ofTransfer: resource.name, whoseConnectionEnded: connection, resumesSessions: resumesSessions), tellPeer: nil)
         }
+    }
+
+    /// How a transfer named `name` fails when its connection ended: with the connection's own
+    /// error, or, when the peer has a session (and may be resumed on another connection), with
+    /// ``PeerKitError/resourceCancelled(name:peer:reason:)`` naming why the connection ended.
+    static func failure(ofTransfer name: String, whoseConnectionEnded connection: PeerConnection, resumesSessions: Bool) -> PeerKitError {
+        let cause = connection.closeError ?? .connectionClosed(peer: connection.description)
+        guard resumesSessions, connection.remote?.resumableSession != nil else { return cause }
+        return .resourceCancelled(name: name, peer: connection.description, reason: connectionEndedReason(cause))
     }
 
     /// Why a transfer whose connection ended was cancelled, as the clause of a sentence.
