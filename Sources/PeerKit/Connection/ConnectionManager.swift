@@ -1763,15 +1763,16 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
     }
 
-    /// Whether the peer failed the connection (its `peerkit.error`) before its `peerkit.resume`
-    /// arrived on it: nothing of the session went over that connection either way, so the
-    /// session is as it was before it, and so is the peer's. The usual case: the peer's
-    /// handshake timed out (our hello reached it late, on a loaded machine) while ours
-    /// completed; the peer never saw the connection as established and still holds the session,
-    /// so it is suspended here too, not ended (ending it made the peer's next resume a protocol
-    /// violation, and both sides started over, losing what was pending).
+    /// Whether the peer failed the connection because its handshake timed out (our hello reached
+    /// it late, on a loaded machine) while ours completed, before its `peerkit.resume` arrived:
+    /// the peer never counted the connection, and nothing of the session went over it either
+    /// way, so the peer still holds the session as it was. It is suspended here too, not ended
+    /// (ending it made the peer's next resume a protocol violation, and both sides started over,
+    /// losing what was pending). Other failures the peer sends before its resume (its admission
+    /// hook, a hello it refuses) are its decision, and end the session as before.
     static func peerFailedBeforeResuming(_ reason: ConnectionStateMachine.CloseReason, session: Session?) -> Bool {
-        guard case .peerFailed = reason, let session, case .resuming = session.phase else { return false }
+        guard case let .peerFailed(said) = reason, said.contains(ConnectionStateMachine.helloTimeoutReason),
+              let session, case .resuming = session.phase else { return false }
         return true
     }
 

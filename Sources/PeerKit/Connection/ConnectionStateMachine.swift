@@ -319,13 +319,17 @@ struct ConnectionStateMachine {
     ///     that it keeps hearing from us.
     ///   - stalledFor: how much later than due this tick came: this side's event loop was busy
     ///     (or the process was not scheduled), so the peer's bytes may be waiting unread.
+    /// The start of the failure sent when no hello arrived within the handshake timeout: the
+    /// peer that receives it knows that the connection never counted on this side.
+    static let helloTimeoutReason = "no peerkit.hello arrived within"
+
     mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero) -> Action {
         switch state {
         case .idle, .closing, .closed:
             return .none
         case let .handshaking(since):
             if now - since >= configuration.handshakeTimeout {
-                return fail(.handshake("no peerkit.hello arrived within \(configuration.handshakeTimeout.seconds) s"))
+                return fail(.handshake("\(Self.helloTimeoutReason) \(configuration.handshakeTimeout.seconds) s"))
             }
             return .none
         case .open:
