@@ -309,6 +309,10 @@ struct ConnectionStateMachine {
         }
     }
 
+    /// The start of the failure sent when no hello arrived within the handshake timeout: the
+    /// peer that receives it knows that the connection never counted on this side.
+    static let helloTimeoutReason = "no peerkit.hello arrived within"
+
     /// Called every heartbeat interval.
     ///
     /// - Parameters:
@@ -319,10 +323,6 @@ struct ConnectionStateMachine {
     ///     that it keeps hearing from us.
     ///   - stalledFor: how much later than due this tick came: this side's event loop was busy
     ///     (or the process was not scheduled), so the peer's bytes may be waiting unread.
-    /// The start of the failure sent when no hello arrived within the handshake timeout: the
-    /// peer that receives it knows that the connection never counted on this side.
-    static let helloTimeoutReason = "no peerkit.hello arrived within"
-
     mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero) -> Action {
         switch state {
         case .idle, .closing, .closed:
