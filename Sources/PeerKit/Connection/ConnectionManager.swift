@@ -1372,7 +1372,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 if var session = record.session {
                     let count = record.link.current === connection ? session.connected() : session.received
                     record.session = session
-                    if let count { resume = (SessionFrame.resume(received: count).encode(), suspended) }
+                    if let count { resume = (SessionFrame.resume(session.resume(received: count)).encode(), suspended) }
                 }
             }
 
@@ -1966,13 +1966,14 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     private func sessionControl(_ frame: SessionFrame, on connection: PeerConnection, from peer: Peer) {
         var violation: String?
         var resent = 0
+        var restarted: (frames: Int, bytes: Int)?
         withState { state in
             guard var record = state.peers[peer.id], var session = record.session else { return }
             // `session` alone refers to the retransmit tail while it changes (an acknowledgement
             // drops its head), so that the tail is not copied (see recordSessionFrame).
             record.session = nil
             state.peers[peer.id]?.session = nil
-            let write = Self.apply(frame, on: connection, to: &record, session: &session, state: &state, violation: &violation)
+            let write = Self.apply(frame, on: connection, to: &record, session: &session, state: &state, violation: &violation, restarted: &restarted)
             record.session = session
             state.peers[peer.id] = record
             if write {
@@ -1981,6 +1982,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             }
         }
         if let violation { connection.fail(violation) }
+        if let restarted {
+            logger.warning("\(peer.description.capitalizedFirst) ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so it starts again: \(restarted.frames) messages (\(restarted.bytes) bytes) written to it and not acknowledged may not have arrived, and requests waiting on it failed.")
+        }
         if resent > 0 { logger.debug("Resending \(resent) session frames to \(peer) that it did not acknowledge.") }
     }
 
@@ -1988,19 +1992,32 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// it); returns whether the session's frames are to be written now (the peer resumed). Call
     /// with the lock held.
     private static func apply(_ frame: SessionFrame, on connection: PeerConnection, to record: inout PeerRecord, session: inout Session,
-                              state: inout State, violation: inout String?) -> Bool {
+                              state: inout State, violation: inout String?, restarted: inout (frames: Int, bytes: Int)?) -> Bool {
         switch frame {
-        case let .resume(received) where record.link.current === connection && !session.isSuspended && session.phase != .active:
-            switch session.peerResumed(received: received) {
+        case let .resume(resume) where record.link.current === connection && !session.isSuspended && session.phase != .active:
+            switch session.peerResumed(resume) {
             case .resumed:
                 if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
                 record.windowTimer = nil
                 return true
+            case let .restarted(_, frames, bytes, waiters):
+                if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+                record.windowTimer = nil
+                state.waitersToResume += waiters
+                restarted = (frames, bytes)
+                state.queue(.sessionRestarted(record.snapshot, reason: .peerEndedSession(peer: record.peer.name, lostMessages: frames)))
+                return true
             case let .invalid(reason):
                 violation = reason
             }
-        case let .resume(received), let .ack(received):
-            // On a connection that is not the peer's (a tie-break's), a resume acknowledges.
+        case let .resume(resume):
+            // On a connection that is not the peer's (a tie-break's), a resume of this session acknowledges.
+            switch session.acknowledged(by: resume) {
+            case let .freed(_, waiters): state.waitersToResume += waiters
+            case .stale: break
+            case let .invalid(reason): violation = reason
+            }
+        case let .ack(received):
             switch session.acknowledged(through: received) {
             case let .freed(_, waiters): state.waitersToResume += waiters
             case .stale: break

@@ -12,6 +12,10 @@ enum ConnectionEvent: Sendable {
     /// peer that is connected. Ordered with the peer's other events: after its
     /// ``PeerEvent/peerConnected(_:)``, before its ``PeerEvent/peerDisconnected(_:reason:)``.
     case control(Envelope, from: Peer, on: PeerConnection)
+    /// The peer ended its side of its resumable session while this side kept it, and the session
+    /// started again on its connection (feature resume): requests waiting on it fail with
+    /// `reason`, which is also published as an error. The peer stays connected.
+    case sessionRestarted(Peer, reason: PeerKitError)
 }
 
 /// Receives the connection manager's events.

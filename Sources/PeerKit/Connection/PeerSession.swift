@@ -3,7 +3,7 @@ import NIOCore
 /// One resumable session between this transceiver and a peer (feature `resume`): what lets a
 /// link that drops for a few seconds lose nothing, duplicate nothing and reorder nothing.
 ///
-///     resuming(g) ──peerResumed(received:)──▶ active ──suspend()──▶ suspended(g)
+///     resuming(g) ──peerResumed(_:)──▶ active ──suspend()──▶ suspended(g)
 ///          ▲                                    │                        │
 ///          └──────────── connected() ───────────┴────── connected() ─────┘
 ///     suspended(g) or resuming(g) ──windowExpired(g)──▶ ended(error) ◀── end(error): a new session, stop, a violation
@@ -33,10 +33,20 @@ import NIOCore
 ///
 /// **Resume.** On every new connection that becomes the peer's (``connected()``), each side
 /// first sends `peerkit.resume` with how many session frames it received, and writes no session
-/// frame until the peer's resume arrives there (``peerResumed(received:)``): that frees what it
+/// frame until the peer's resume arrives there (``peerResumed(_:)``): that frees what it
 /// acknowledges, and the rest of the tail is written once, in order, before anything new. When the
 /// connection dies the session is ``suspend()``ed for the resume window: frames are kept (up to
 /// the bound) and nothing is written. ``windowExpired(generation:error:)`` ends it.
+///
+/// **Epochs.** Each side ends a session on its own clock (its resume window, its bound), so one
+/// side may go on with a session the other ended. Each resume therefore names the session: this
+/// side's ``epoch`` (drawn anew for each session) and the peer's as this side knows it
+/// (``peerEpoch``, learnt from the first of its resumes read in the session). A count is about the
+/// session those two name. A peer whose resume names another epoch than the one known ended its
+/// side: this side's session starts again with it (``Resumed/restarted(generation:lostFrames:lostBytes:waiters:)``):
+/// what was written to it and not acknowledged may not have arrived and is dropped, and what was
+/// never written anywhere goes on, numbered from 1. A resume naming another epoch of ours than
+/// ``epoch`` is about a session of ours that ended: the peer received nothing of this one.
 ///
 /// A value type with no I/O and no clock: the driver arms the window and acknowledgement timers
 /// when told to, and feeds back their firing. `Waiter` is whatever a sender leaves to be resumed.
@@ -84,6 +94,11 @@ struct PeerSession<Waiter> {
     let remoteIncarnation: String
     /// The peer's certificate fingerprint (certificates mode), which a resume must present again.
     let fingerprint: String?
+    /// This side's epoch: a random string naming this session in every resume of ours.
+    let epoch: String
+    /// The peer's epoch, from the first of its resumes read in this session: nil before it, and for
+    /// a peer that names none.
+    private(set) var peerEpoch: String?
 
     private(set) var phase: Phase = .resuming(generation: 0)
 
@@ -98,6 +113,8 @@ struct PeerSession<Waiter> {
     private(set) var unacknowledgedBytes = 0
     /// How many of the tail's first frames were handed to the current connection.
     private var written = 0
+    /// The highest number ever handed to a connection: frames after it were never written anywhere.
+    private var highestWritten: UInt64 = 0
     /// Whether the next frames handed to the current connection start it (``Writes/from``).
     private var startsConnection = false
     private var waiters: [Waiter] = []
@@ -111,10 +128,11 @@ struct PeerSession<Waiter> {
     private var bytesSinceAcknowledgement = 0
     private var acknowledgementTimerArmed = false
 
-    init(limits: Limits, remoteIncarnation: String, fingerprint: String?) {
+    init(limits: Limits, remoteIncarnation: String, fingerprint: String?, epoch: String = SessionFrame.Resume.newEpoch()) {
         self.limits = limits
         self.remoteIncarnation = remoteIncarnation
         self.fingerprint = fingerprint
+        self.epoch = epoch
     }
 
     /// How many frames wait unacknowledged.
@@ -187,6 +205,7 @@ struct PeerSession<Waiter> {
         guard written < tail.count else { return Writes(from: from, frames: []) }
         let frames = Array(tail[tail.index(tail.startIndex, offsetBy: written)...])
         written = tail.count
+        highestWritten = max(highestWritten, acknowledged + UInt64(written))
         return Writes(from: from, frames: frames)
     }
 
@@ -205,6 +224,7 @@ struct PeerSession<Waiter> {
             let from = written == 0 ? acknowledged + 1 : nil
             let frames = Array(tail[tail.index(tail.startIndex, offsetBy: written)...])
             written = tail.count
+            highestWritten = max(highestWritten, acknowledged + UInt64(written))
             startsConnection = false
             return Writes(from: from, frames: frames)
         case .suspended, .ended:
@@ -232,6 +252,14 @@ struct PeerSession<Waiter> {
         let bytes = drop(through: count)
         defer { waiters = [] }
         return .freed(bytes: bytes, waiters: waiters)
+    }
+
+    /// The peer's `peerkit.resume` arrived on a connection that is not its current one (a
+    /// tie-break's): it acknowledges, when it is about this session (its epochs are ours, or it
+    /// names none).
+    mutating func acknowledged(by resume: SessionFrame.Resume) -> Acknowledged {
+        if resume.epoch != nil, resume.epoch != peerEpoch || resume.peerEpoch != epoch { return .stale }
+        return acknowledged(through: resume.received)
     }
 
     /// Frees the frames through `count` (at most ``sent``); returns their bytes. Frames freed
@@ -332,21 +360,46 @@ struct PeerSession<Waiter> {
         return received
     }
 
-    /// What ``peerResumed(received:)`` asks of the driver.
-    enum Resumed: Equatable {
+    /// The `peerkit.resume` to send with `count` (what ``connected()`` returned, or ``received``
+    /// on a connection that is not the peer's): the count and both epochs.
+    func resume(received count: UInt64) -> SessionFrame.Resume {
+        SessionFrame.Resume(received: count, epoch: epoch, peerEpoch: peerEpoch)
+    }
+
+    /// What ``peerResumed(_:)`` asks of the driver.
+    enum Resumed {
         /// Write what ``takeUnwritten()`` returns (the tail the peer did not get, then new
         /// frames). Cancel the window timer of `generation` (0: none runs).
         case resumed(generation: Int)
+        /// As ``resumed(generation:)``, but the peer ended its side of the session (its resume
+        /// names a new epoch) while this side went on, and the session started again: the
+        /// `lostFrames` frames (`lostBytes` bytes) written to it and not acknowledged may not have
+        /// arrived, and were dropped; resume `waiters`, for whom there is room now.
+        case restarted(generation: Int, lostFrames: Int, lostBytes: Int, waiters: [Waiter])
         /// The peer's count is impossible (a protocol violation: a sentence fragment).
         case invalid(String)
     }
 
-    /// The peer's `peerkit.resume` arrived on the current connection: it received `count` of our
-    /// session frames. A count below what it acknowledged already is no violation (an
-    /// acknowledgement on the closing connection overtook it); the tail starts after the higher.
+    /// ``peerResumed(_:)`` for a resume that names no epochs: it received `count` of our frames.
     mutating func peerResumed(received count: UInt64) -> Resumed {
+        peerResumed(SessionFrame.Resume(received: count))
+    }
+
+    /// The peer's `peerkit.resume` arrived on the current connection: it received `resume.received`
+    /// of our session frames, in the session its epochs name. A count below what it acknowledged
+    /// already is no violation (an acknowledgement on the closing connection overtook it); the
+    /// tail starts after the higher.
+    mutating func peerResumed(_ resume: SessionFrame.Resume) -> Resumed {
         guard case let .resuming(generation) = phase else {
             return .invalid("it sent peerkit.resume again on a connection that had resumed")
+        }
+        var count = resume.received
+        var restart: (frames: Int, bytes: Int, waiters: [Waiter])?
+        if let theirs = resume.epoch {
+            if let known = peerEpoch, known != theirs { restart = restartWithNewPeerEpoch() }
+            peerEpoch = theirs
+            // Its count is about the session of our epoch it names; of this one it received nothing.
+            if resume.peerEpoch != epoch { count = 0 }
         }
         guard count <= sent else {
             return .invalid("it resumed having received \(count) session frames, but only \(sent) were sent to it")
@@ -355,7 +408,34 @@ struct PeerSession<Waiter> {
         phase = .active
         written = 0
         startsConnection = true
+        if let restart {
+            return .restarted(generation: generation, lostFrames: restart.frames, lostBytes: restart.bytes, waiters: restart.waiters)
+        }
         return .resumed(generation: generation)
+    }
+
+    /// The peer ended its side of the session while this side went on: both directions start
+    /// again from 0. The frames ever written and not acknowledged are dropped (the peer may have
+    /// taken some before it ended its side; sending them again could deliver them twice); those
+    /// never written anywhere are kept, and numbered from 1. Returns what was dropped and, when
+    /// that made room, the waiters to resume.
+    private mutating func restartWithNewPeerEpoch() -> (frames: Int, bytes: Int, waiters: [Waiter]) {
+        let doubtful = Int(min(UInt64(tail.count), highestWritten > acknowledged ? highestWritten - acknowledged : 0))
+        var bytes = 0
+        for _ in 0..<doubtful {
+            if let frame = tail.popFirst() { bytes += frame.readableBytes }
+        }
+        unacknowledgedBytes -= bytes
+        sent = UInt64(tail.count)
+        acknowledged = 0
+        highestWritten = 0
+        written = 0
+        received = 0
+        acknowledgedToPeer = 0
+        bytesSinceAcknowledgement = 0
+        let resumable = bytes > 0 ? waiters : []
+        if bytes > 0 { waiters = [] }
+        return (doubtful, bytes, resumable)
     }
 
     /// What ``suspend()`` asks of the driver.
@@ -413,3 +493,5 @@ struct PeerSession<Waiter> {
 extension PeerSession: Sendable where Waiter: Sendable {}
 extension PeerSession.Acknowledged: Sendable where Waiter: Sendable {}
 extension PeerSession.Writes: Sendable {}
+extension PeerSession.Resumed: Equatable where Waiter: Equatable {}
+extension PeerSession.Resumed: Sendable where Waiter: Sendable {}

@@ -12,6 +12,10 @@ extension PeerKitError.Code {
     /// A peer came back as a new process (a new session), so what was pending for its previous
     /// run failed.
     public static let peerRestarted = Self("peerRestarted")
+    /// A peer ended its side of the session while this side kept it (its resume window ran out
+    /// first, or it reached a limit): what was written to it and not acknowledged may not have
+    /// arrived, and requests waiting on it failed. It stays connected, in a new session.
+    public static let peerEndedSession = Self("peerEndedSession")
 }
 
 extension PeerKitError {
@@ -35,6 +39,21 @@ extension PeerKitError {
         PeerKitError(.peerRestarted, ["peer": .text(peer)],
                      "\(peer.capitalizedFirst) restarted (it came back as a new process, so its session could not resume); what was pending for its previous run was dropped.")
     }
+
+    /// A peer ended its side of the session while this side kept it (its resume window ran out
+    /// first, or it reached a limit): the `lostMessages` messages written to it and not
+    /// acknowledged may not have arrived, and requests waiting on it failed. It stays connected,
+    /// in a new session. Published as ``PeerEvent/error(_:)``.
+    public static func peerEndedSession(peer: String, lostMessages: Int) -> PeerKitError {
+        let what = lostMessages == 0
+            ? "nothing sent to it was lost, but requests waiting on it failed (their replies went with its side). It is connected again, in a new session; send those requests again."
+            : "\(lostMessages) messages sent to it and not acknowledged may not have arrived, and requests waiting on it failed. It is connected again, in a new session; send again what must arrive."
+        return PeerKitError(.peerEndedSession, ["peer": .text(peer), "lostMessages": .number(lostMessages)],
+                            "\(peer.capitalizedFirst) ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so \(what)")
+    }
+
+    /// The `lostMessages` the sentence names, for the codes that have one (`peerEndedSession`); nil for the others.
+    public var lostMessages: Int? { number("lostMessages") }
 
     /// The `unacknowledgedBytes` the sentence names, for the codes that have one (`sessionBufferFull`); nil for the others.
     public var unacknowledgedBytes: Int? { number("unacknowledgedBytes") }

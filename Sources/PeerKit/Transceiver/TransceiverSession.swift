@@ -261,6 +261,10 @@ final class TransceiverSession: ConnectionManagerDelegate {
             hub.publish(event)
         case let .established(connection):
             groups.greet(connection)
+        case let .sessionRestarted(peer, reason):
+            // Their requests or replies may have been lost with the peer's side of the session.
+            pending.failAll(peerID: peer.id, with: reason)
+            hub.publish(.error(reason))
         case let .control(envelope, peer, connection):
             // A peer that did not list the feature takes no part in it: its frames are ignored.
             guard envelope.type == EnvelopeType.groups, connection.supports(Hello.Feature.groups) else { return }

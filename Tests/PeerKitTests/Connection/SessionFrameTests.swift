@@ -15,13 +15,16 @@ struct SessionFrameTests {
     @Test("the resume, resend and ack frames are written as Protocol.md shows them")
     func bytes() {
         #expect(body(SessionFrame.resume(received: 1042).encode()) == #"{"type":"peerkit.resume","payload":{"received":1042}}"#)
+        let named = SessionFrame.resume(.init(received: 1042, epoch: "9f3b27c15e0a6d84", peerEpoch: "07c2e9a4b1d35f68"))
+        #expect(body(named.encode()) == #"{"type":"peerkit.resume","payload":{"received":1042,"epoch":"9f3b27c15e0a6d84","peerEpoch":"07c2e9a4b1d35f68"}}"#)
         #expect(body(SessionFrame.resend(from: 1043).encode()) == #"{"type":"peerkit.resend","payload":{"from":1043}}"#)
         #expect(body(SessionFrame.ack(received: 1300).encode()) == #"{"type":"peerkit.ack","payload":{"received":1300}}"#)
     }
 
     @Test("each frame reads back as itself, over the whole range of its number")
     func roundTrip() throws {
-        for frame in [SessionFrame.resume(received: 0), .resend(from: 1), .ack(received: UInt64.max)] {
+        for frame in [SessionFrame.resume(received: 0), .resume(.init(received: 3, epoch: "a", peerEpoch: nil)),
+                      .resume(.init(received: 3, epoch: "a", peerEpoch: String(repeating: "b", count: 64))), .resend(from: 1), .ack(received: UInt64.max)] {
             var bytes = frame.encode()
             bytes.moveReaderIndex(forwardBy: 4)
             #expect(try SessionFrame.parse(EnvelopeParser.parse(bytes)) == frame)
@@ -34,6 +37,11 @@ struct SessionFrameTests {
         #expect(throws: ConnectionStateMachine.Failure.self) { try SessionFrame.parse(negative) }
         let missing = try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"peerkit.resend","payload":{}}"#))
         #expect(throws: ConnectionStateMachine.Failure.self) { try SessionFrame.parse(missing) }
+        for epoch in ["", String(repeating: "e", count: 65)] {
+            let bad = try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"peerkit.resume","payload":{"received":1,"epoch":"\#(epoch)"}}"#))
+            let failure = #expect(throws: ConnectionStateMachine.Failure.self) { try SessionFrame.parse(bad) }
+            #expect("\(String(describing: failure))".contains("an epoch is 1 to 64 bytes"), "\(String(describing: failure))")
+        }
         let other = try EnvelopeParser.parse(ByteBuffer(string: #"{"type":"peerkit.ping","id":"p","payload":{}}"#))
         #expect(try SessionFrame.parse(other) == nil)
     }

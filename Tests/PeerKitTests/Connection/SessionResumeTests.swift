@@ -15,14 +15,18 @@ extension TestNetworkSuites {
 @Suite("Resumable sessions on a test network")
 struct SessionResumeTests {
     /// Alice and bob with sessions on, each recording the numbers it receives and answering questions.
-    func pair(_ network: TestNetwork, configure: @escaping (inout PeerConfiguration) -> Void = { _ in }) async throws
+    /// `configureBob`, when given, replaces `configure` for bob.
+    func pair(_ network: TestNetwork, configure: @escaping (inout PeerConfiguration) -> Void = { _ in },
+              configureBob: ((inout PeerConfiguration) -> Void)? = nil) async throws
         -> (alice: PeerTransceiver, bob: PeerTransceiver, atAlice: NIOLockedValueBox<[Int]>, atBob: NIOLockedValueBox<[Int]>) {
-        let setup: (inout PeerConfiguration) -> Void = { configuration in
-            configuration.resumesSessions = true
-            configure(&configuration)
+        func setup(_ configure: @escaping (inout PeerConfiguration) -> Void) -> (inout PeerConfiguration) -> Void {
+            { configuration in
+                configuration.resumesSessions = true
+                configure(&configuration)
+            }
         }
-        let alice = try await network.startTransceiver(named: "alice", configure: setup)
-        let bob = try await network.startTransceiver(named: "bob", configure: setup)
+        let alice = try await network.startTransceiver(named: "alice", configure: setup(configure))
+        let bob = try await network.startTransceiver(named: "bob", configure: setup(configureBob ?? configure))
         let atAlice = NIOLockedValueBox<[Int]>([])
         let atBob = NIOLockedValueBox<[Int]>([])
         alice.receive(SessionNumber.self) { message in atAlice.withLockedValue { $0.append(message.n) } }
@@ -246,6 +250,69 @@ struct SessionResumeTests {
             }
         }
         #expect(kinds == ["suspended", "disconnected(peerRestarted)", "connected"])
+        await network.shutdown()
+    }
+
+    @Test("a peer whose resume window ran out first starts again with the other, which kept the session: no protocol violation, nothing written twice, what was never written arrives, a waiting request fails with peerEndedSession")
+    func oneSidedEnd() async throws {
+        let network = TestNetwork()
+        // Alice gives up on bob after 6 s; bob would wait 60 s for alice.
+        let (alice, bob, atAlice, atBob) = try await pair(network, configure: { $0.sessionResumeWindow = .seconds(6) },
+                                                          configureBob: { $0.sessionResumeWindow = .seconds(60) })
+        let aliceEvents = EventRecorder(alice, on: network)
+        let bobEvents = EventRecorder(bob, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        let toAlice = try #require(bob.connectedPeers.first)
+        for n in 0..<10 {
+            try await alice.send(SessionNumber(n: n), to: [toBob])
+            try await bob.send(SessionNumber(n: n), to: [toAlice])
+        }
+        try await network.eventually("both received 10") { atAlice.withLockedValue { $0.count } == 10 && atBob.withLockedValue { $0.count } == 10 }
+        // The acknowledgements go out (50 ms), so both sides' counts are past 0 when the link is cut.
+        await network.advance(by: .seconds(1))
+        network.partition(alice, bob)
+        // Written on the connection that is dying, and never acknowledged: lost, and said so.
+        for n in 10..<15 { try await bob.send(SessionNumber(n: n), to: [toAlice]) }
+        let request = Task.immediate {
+            try await bob.request(SessionQuestion(n: 1), to: toAlice, expecting: SessionAnswer.self, timeout: .seconds(120))
+        }
+        await network.advance(by: .seconds(4))
+        #expect(bob.connectedPeers.map(\.name) == ["alice"], "bob keeps alice, suspended")
+        // Kept while alice is suspended, written nowhere: they go on in the new session.
+        for n in 15..<20 { try await bob.send(SessionNumber(n: n), to: [toAlice]) }
+        await network.advance(by: .seconds(6))
+        #expect(alice.connectedPeers.isEmpty, "alice's window ran out")
+        #expect(bob.connectedPeers.map(\.name) == ["alice"], "bob keeps alice, suspended")
+        network.heal(alice, bob)
+        await network.advance(by: .seconds(5))
+        try await network.waitUntilConnected(alice, bob)
+
+        let failure = await #expect(throws: PeerKitError.self) { try await request.value }
+        #expect(failure?.code == .peerEndedSession, "\(String(describing: failure))")
+        #expect(failure?.lostMessages == 6, "the 5 messages and the request written on the dying connection")
+        for n in 100..<200 {
+            try await alice.send(SessionNumber(n: n), to: [toBob])
+            try await bob.send(SessionNumber(n: n), to: [toAlice])
+        }
+        try await network.eventually("both received the new messages") {
+            atAlice.withLockedValue { $0.last } == 199 && atBob.withLockedValue { $0.last } == 199
+        }
+        #expect(atAlice.withLockedValue { $0 } == Array(0..<10) + Array(15..<20) + Array(100..<200))
+        #expect(atBob.withLockedValue { $0 } == Array(0..<10) + Array(100..<200))
+        func kinds(_ recorder: EventRecorder) -> [String] {
+            recorder.events.compactMap { event -> String? in
+                switch event {
+                case .peerSuspended: "suspended"
+                case let .peerDisconnected(_, reason): "disconnected(\(reason?.code.description ?? "nil"))"
+                case .peerConnected: "connected"
+                case .peerResumed: "resumed"
+                case let .error(error): "error(\(error.code))"
+                default: nil
+                }
+            }
+        }
+        #expect(kinds(aliceEvents) == ["suspended", "disconnected(sessionExpired)", "connected"], "\(aliceEvents.events)")
+        #expect(kinds(bobEvents) == ["suspended", "resumed", "error(peerEndedSession)"], "\(bobEvents.events)")
         await network.shutdown()
     }
 

@@ -18,5 +18,11 @@ struct SessionErrorSentenceTests {
         #expect(expired.window == .seconds(30))
         let restarted = PeerKitError.peerRestarted(peer: Self.peer)
         #expect(restarted.description == "The peer \"Kitchen\" at 127.0.0.1:5000 restarted (it came back as a new process, so its session could not resume); what was pending for its previous run was dropped.")
+        let ended = PeerKitError.peerEndedSession(peer: Self.peer, lostMessages: 6)
+        #expect(ended.description == "The peer \"Kitchen\" at 127.0.0.1:5000 ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so 6 messages sent to it and not acknowledged may not have arrived, and requests waiting on it failed. It is connected again, in a new session; send again what must arrive.")
+        #expect(ended.code == .peerEndedSession)
+        #expect(ended.lostMessages == 6)
+        let nothingLost = PeerKitError.peerEndedSession(peer: Self.peer, lostMessages: 0)
+        #expect(nothingLost.description == "The peer \"Kitchen\" at 127.0.0.1:5000 ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so nothing sent to it was lost, but requests waiting on it failed (their replies went with its side). It is connected again, in a new session; send those requests again.")
     }
 }
