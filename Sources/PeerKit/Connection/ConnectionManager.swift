@@ -166,26 +166,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var service: DiscoveredService
         /// From the TXT record, or learned from the handshake of a connection dialled for it.
         var peerID: String?
-        /// Failed attempts since the service was last reached (or advertised anew).
-        var attempt = 0
-        /// Whether a connection to this service ever completed its handshake: a peer we were
-        /// connected to is redialled with the back-off capped at ``lostPeerRedialCap``.
-        var wasReached = false
-        var dialing = false
-        /// The redial timer, once armed; ``retryArming`` while it is being armed (outside the lock).
-        var retry: PeerTimer?
-        /// Set (to the arming's number) from the moment a redial is decided until its timer is
-        /// stored in ``retry``: the timer is scheduled outside the manager's lock.
-        var retryArming: Int?
-
-        /// Whether a redial is armed or being armed.
-        var isRetrying: Bool { retry != nil || retryArming != nil }
+        /// Whether a dial is under way, the back-off, the redial timer.
+        var dialer = ServiceDialer<PeerTimer>()
 
         /// Forgets the redial: its timer, if armed, is cancelled after the lock is released.
         mutating func cancelRetry(_ state: inout State) {
-            if let retry { state.timersToCancel.append(retry) }
-            retry = nil
-            retryArming = nil
+            if let retry = dialer.cancelRetry() { state.timersToCancel.append(retry) }
         }
         /// The dial under way across the service's endpoints (Happy Eyeballs), until one connected
         /// or all failed.
@@ -228,13 +214,14 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// scheduling and cancelling are calls into the clock, never made with the lock held.
         var timersToCancel: [PeerTimer] = []
         var retriesToArm: [(key: String, delay: Duration, arming: Int)] = []
-        var nextRetryArming = 0
+        /// The number of the last redial decided, over all services: a timer armed for a service
+        /// that was since removed and found again is never taken for its new record's.
+        var lastRetryArming = 0
 
-        /// Decides a redial of the service `key` after `delay`; the timer is armed after the lock.
-        mutating func armRetry(_ record: inout ServiceRecord, key: String, delay: Duration) {
-            nextRetryArming += 1
-            record.retryArming = nextRetryArming
-            retriesToArm.append((key, delay, nextRetryArming))
+        /// The number of a new redial arming.
+        mutating func nextRetryArming() -> Int {
+            lastRetryArming += 1
+            return lastRetryArming
         }
 
         mutating func rememberFailure(_ error: PeerKitError, of peerID: String) {
@@ -344,9 +331,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     private func armRetry(_ retry: (key: String, delay: Duration, arming: Int)) {
         let timer = configuration.clock.schedule(on: timerLoop, in: retry.delay) { self.dial(key: retry.key) }
         let kept = state.withLockedValue { state -> Bool in
-            guard var record = state.services[retry.key], record.retryArming == retry.arming else { return false }
-            record.retry = timer
-            record.retryArming = nil
+            guard var record = state.services[retry.key], record.dialer.retryArmed(timer, arming: retry.arming) else { return false }
             state.services[retry.key] = record
             return true
         }
@@ -492,7 +477,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         let (connections, server, listener) = withState { state -> ([PeerConnection], (any Channel)?, (any PeerTransportListener)?) in
             guard state.running else { return ([], nil, nil) }
             state.running = false
-            timers += state.services.values.compactMap(\.retry)
+            timers += state.services.values.compactMap(\.dialer.retry)
             var removed = false
             for var record in state.peers.values {
                 if let (_, timer) = record.switchTimer { timers.append(timer) }
@@ -849,11 +834,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 joined = (plan.add(service.endpoints.filter { !own($0) }, stillResolving: service.isResolving), record.planGeneration)
                 record.plan = plan
             }
-            if record.isRetrying {
-                // Advertised anew while we were backing off: try again now, from the start.
-                record.cancelRetry(&state)
-                record.attempt = 0
-            }
+            // Advertised anew while we were backing off: try again now, from the start.
+            if let retry = record.dialer.advertised() { state.timersToCancel.append(retry) }
             if let peerID = service.peerID {
                 if let previous = record.peerID, previous != peerID {
                     // The same instance name now belongs to another peer (a restarted process).
@@ -862,7 +844,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 record.peerID = peerID
             }
             state.services[service.key] = record
-            guard let peerID = record.peerID else { return !record.dialing }
+            guard let peerID = record.peerID else { return !record.dialer.isDialling }
             // A peer known from its TXT record is available before it is connected.
             let info = service.txtRecord.filter { $0.key != "peerid" && $0.key != "proto" }
             let existing = state.peers[peerID]
@@ -884,7 +866,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 state.emit(.peerAdded(peer.snapshot))
                 state.emit(.availablePeersChanged(Self.available(state)))
             }
-            return peer.active == nil && !record.dialing
+            return peer.active == nil && !record.dialer.isDialling
         }
         perform(joined.actions, key: service.key, generation: joined.generation)
         if shouldDial { dial(key: service.key) }
@@ -935,14 +917,19 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         let own = ownEndpointFilter()
         var skipped: [PeerEndpoint] = []
         let (actions, generation) = withState { state -> ([DialPlan.Action], Int) in
-            guard state.running, var record = state.services[key], !record.dialing else { return ([], 0) }
-            if let peerID = record.peerID, state.peers[peerID]?.active != nil { return ([], 0) }
+            guard state.running, var record = state.services[key], !record.dialer.isDialling else { return ([], 0) }
+            if let peerID = record.peerID, state.peers[peerID]?.active != nil {
+                // Connected another way (the peer dialled us): a redial that fired or waits is not
+                // needed, and must not keep the next lost connection from being redialled.
+                if let retry = record.dialer.peerConnected() { state.timersToCancel.append(retry) }
+                state.services[key] = record
+                return ([], 0)
+            }
             skipped = record.service.endpoints.filter(own)
             let endpoints = record.service.endpoints.filter { !own($0) }
             // Only addresses of our own so far: dialled when discovery reports another one.
             guard !endpoints.isEmpty || record.service.endpoints.isEmpty else { return ([], 0) }
-            record.dialing = true
-            record.cancelRetry(&state)
+            if let retry = record.dialer.startDial().cancel { state.timersToCancel.append(retry) }
             record.planGeneration += 1
             var plan = DialPlan(endpoints: endpoints, lingers: record.service.isResolving)
             let actions = plan.start()
@@ -1123,18 +1110,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     private func dialFailed(key: String, reason: String, error: PeerKitError? = nil) {
         let failure = withState { state -> (name: String, attempt: Int, delay: Duration)? in
             guard state.running, var record = state.services[key] else { return nil }
-            record.dialing = false
-            var delay = configuration.backoff.delay(attempt: record.attempt, random: Double.random(in: 0..<1))
-            if record.wasReached { delay = min(delay, Self.lostPeerRedialCap) }
-            if let peerID = record.peerID, state.peers[peerID]?.session?.isSuspended == true {
-                delay = min(delay, Self.suspendedPeerRedialInterval)
-            }
-            let attempt = record.attempt
-            record.attempt += 1
-            state.armRetry(&record, key: key, delay: delay)
+            let suspended = record.peerID.map { state.peers[$0]?.session?.isSuspended == true } ?? false
+            let (attempt, redial) = record.dialer.failed(policy: dialPolicy, random: Double.random(in: 0..<1), peerSuspended: suspended, arming: state.nextRetryArming())
+            state.retriesToArm.append((key, redial.delay, redial.arming))
             state.services[key] = record
             if attempt == 0, let error { state.emit(.error(error)) }
-            return (record.service.name, attempt, delay)
+            return (record.service.name, attempt, redial.delay)
         }
         guard let failure else { return }
         let name = LogSafe.text(failure.name, maximumBytes: 80)
@@ -1143,6 +1124,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         } else {
             logger.debug("Attempt \(failure.attempt + 1) to reach \"\(name)\" failed: \(reason); next in \(failure.delay.peerKitSeconds).")
         }
+    }
+
+    /// The dialler's delays: the configured back-off, capped for services reached before and for
+    /// suspended peers.
+    private var dialPolicy: ServiceDialer<PeerTimer>.Policy {
+        .init(backoff: configuration.backoff, reachedCap: Self.lostPeerRedialCap, suspendedInterval: Self.suspendedPeerRedialInterval)
     }
 
     /// The longest wait between redials of a service we were once connected to (while it is still
@@ -1158,13 +1145,20 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// 1.5 s of its link returning (`make test-lan` scenario 13 holds it to 2 s).
     static let suspendedPeerRedialInterval: Duration = .milliseconds(500)
 
+    /// How many times ``PeerConfiguration/handshakeTimeout`` a redial of a suspended peer (feature
+    /// resume) waits for the peer's hello: 3, so 15 s by default. The peer is known and alive (it
+    /// accepted the connection), and its session waits with its user's sends; a peer that is slow
+    /// to answer is one whose machine is loaded (`make stress`: a debug mesh of 64 processes on 2
+    /// cores, where the broadcasting node took over 5 s to accept), and timing it out at 5 s and
+    /// starting over only loaded it further, until its resume window ran out.
+    static let resumingHandshakeFactor = 3
+
     /// Redial a peer's services soon after its connection was lost.
     private func scheduleRedial(_ keys: Set<String>, state: inout State) {
         for key in keys {
-            guard var record = state.services[key], !record.dialing, !record.isRetrying else { continue }
-            let delay = configuration.backoff.delay(attempt: 0, random: Double.random(in: 0..<1))
-            record.attempt = 0
-            state.armRetry(&record, key: key, delay: delay)
+            guard var record = state.services[key],
+                  let redial = record.dialer.connectionLost(policy: dialPolicy, random: Double.random(in: 0..<1), arming: state.nextRetryArming()) else { continue }
+            state.retriesToArm.append((key, redial.delay, redial.arming))
             state.services[key] = record
         }
     }
@@ -1286,11 +1280,14 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     private func configurePipeline(_ channel: any Channel, direction: TieBreak.Direction, serviceKey: String?) throws {
+        let (localHello, resumes) = state.withLockedValue { state in
+            (state.localHello, serviceKey.flatMap { state.services[$0]?.peerID }.map { state.peers[$0]?.session?.isSuspended == true } ?? false)
+        }
         let stateMachine = ConnectionStateMachine.Configuration(
-            localHello: state.withLockedValue { $0.localHello },
+            localHello: localHello,
             heartbeatInterval: configuration.heartbeatInterval,
             peerTimeout: configuration.peerTimeout,
-            handshakeTimeout: configuration.handshakeTimeout,
+            handshakeTimeout: resumes ? configuration.handshakeTimeout * Self.resumingHandshakeFactor : configuration.handshakeTimeout,
             maximumFrameLength: configuration.maximumFrameLength,
             maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
             slowPeerGracePeriod: configuration.slowPeerGracePeriod,
@@ -1349,10 +1346,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             state.recentFailures[remote.peerID] = nil
             var reached: (String, Int)?
             if let key = connection.serviceKey, var service = state.services[key] {
-                if service.attempt > 0 { reached = (service.service.name, service.attempt) }
-                service.dialing = false
-                service.attempt = 0
-                service.wasReached = true
+                let failed = service.dialer.reached()
+                if failed > 0 { reached = (service.service.name, failed) }
                 service.peerID = remote.peerID
                 state.services[key] = service
             }
@@ -1523,6 +1518,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         } == true
         var armSwitch: (peerID: String, generation: Int)?
         var armWindow: (peerID: String, generation: Int)?
+        var suspendedAgain = false
         let redialKey = withState { state -> String? in
             let id = ObjectIdentifier(connection)
             state.connections[id] = nil
@@ -1548,6 +1544,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 // Feature resume: the peer is suspended, not disconnected, and redialled.
                 if let generation = suspend(&record, reason: error, state: &state) {
                     armWindow = (remote.peerID, generation)
+                } else {
+                    suspendedAgain = true
                 }
             case .disconnected:
                 if let error { state.rememberFailure(error, of: remote.peerID) }
@@ -1583,7 +1581,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             logger.notice("\(connection) is unreachable (\(cause)); it stays connected for \(sessions.window.peerKitSeconds) (PeerConfiguration.sessionResumeWindow) while it is redialled, and what is sent to it waits, up to \(sessions.maximumUnacknowledgedBytes) bytes.")
             return
         }
-        if let redialKey {
+        if suspendedAgain {
+            // A connection that died before the peer resumed on it: the window set when the peer
+            // was first suspended still runs.
+            let cause = error?.code == .peerTimedOut ? "it did not answer for \(Duration.nanoseconds(configuration.peerTimeout.nanoseconds).peerKitSeconds)"
+                : error?.description ?? "its connection closed"
+            logger.notice("\(connection) is unreachable again before it resumed (\(cause)); it stays connected within its resume window while it is redialled.")
+        } else if let redialKey {
             // A dial whose handshake failed: the back-off logs the episode once.
             dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
         } else if let error, refused, !evicted {
@@ -1656,9 +1660,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// outside the lock). Call with the lock held; it only changes state.
     private func suspend(_ record: inout PeerRecord, reason: PeerKitError?, state: inout State) -> Int? {
         var generation: Int?
-        if var session = record.session, case let .armWindowTimer(armed) = session.suspend() {
+        if var session = record.session {
+            // Stored back whatever it returns: a connection that died before the peer's resume
+            // arrived on it leaves the session suspended under the window that already runs.
+            if case let .armWindowTimer(armed) = session.suspend() { generation = armed }
             record.session = session
-            generation = armed
         }
         state.emit(.peerSuspended(record.snapshot, reason: reason))
         state.peers[record.peer.id] = record

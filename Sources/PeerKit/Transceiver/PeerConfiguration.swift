@@ -175,7 +175,10 @@ public struct PeerConfiguration: Sendable {
     /// How long a peer may stay silent before it is disconnected. Any bytes from it count, so a
     /// peer in the middle of sending a large frame is never silent. Defaults to 2.5 s.
     public var peerTimeout: Duration
-    /// How long a new connection may take to complete the handshake. Defaults to 5 s.
+    /// How long a new connection may take to complete the handshake. Defaults to 5 s. A redial of
+    /// a peer whose session is suspended (``resumesSessions``) waits three times as long for the
+    /// peer's hello: the peer is known and accepted the connection, so a late hello means a loaded
+    /// machine, and starting over would only load it more while the session's window runs.
     public var handshakeTimeout: Duration
     /// How long a TCP connect may take. Defaults to 1 s, so that a peer whose link comes back is
     /// redialled quickly rather than behind a long SYN retry.

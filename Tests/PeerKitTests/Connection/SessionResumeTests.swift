@@ -197,7 +197,8 @@ struct SessionResumeTests {
         // established: what a hello delayed past the handshake timeout does on a loaded machine.
         network.dropFrames(from: alice, to: bob)
         network.heal(alice, bob)
-        await network.advance(by: .seconds(3))
+        // Bob's own redials wait three handshake timeouts (3 s) before they fail.
+        await network.advance(by: .seconds(5))
         let kinds = { (recorder: EventRecorder) in
             recorder.events.compactMap { event -> String? in
                 switch event {
@@ -209,13 +210,92 @@ struct SessionResumeTests {
             }
         }
         #expect(kinds(aliceEvents).starts(with: ["suspended", "resumed", "suspended"]), "alice saw a connection established and failed by bob: \(kinds(aliceEvents))")
+        // The link drops once more and comes back whole. (Clearing the drop rule on a link that
+        // is up would pass what follows a dropped hello on a connection under way, which no
+        // real network does.)
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
         network.clearFaults()
-        await network.advance(by: .seconds(3))
+        network.heal(alice, bob)
+        for _ in 0..<4 { await network.advance(by: .seconds(1)) }
         try await network.waitUntilConnected(alice, bob)
         try await network.eventually("bob received 20") { atBob.withLockedValue { $0.count } == 20 }
         #expect(atBob.withLockedValue { $0 } == Array(0..<20))
         #expect(!kinds(aliceEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(aliceEvents))")
         #expect(!kinds(bobEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(bobEvents))")
+        await network.shutdown()
+    }
+
+    /// For the tests where one peer's frames reach the other late: the late one (`sender`) is
+    /// the peer with the larger ID, whose own dials lose the tie-break. Only connections the
+    /// other (`receiver`) dials can complete there (its hello is prompt), so only they may win.
+    func lateRoles(_ alice: PeerTransceiver, _ bob: PeerTransceiver, atAlice: NIOLockedValueBox<[Int]>, atBob: NIOLockedValueBox<[Int]>)
+        -> (sender: PeerTransceiver, receiver: PeerTransceiver, atReceiver: NIOLockedValueBox<[Int]>) {
+        alice.peerID.utf8.lexicographicallyPrecedes(bob.peerID.utf8) ? (bob, alice, atAlice) : (alice, bob, atBob)
+    }
+
+    @Test("a redial of a suspended peer waits three handshake timeouts for the peer's hello: a peer that answers late (a loaded machine) resumes, instead of failing every attempt until its window runs out")
+    func lateHelloResumes() async throws {
+        let network = TestNetwork()
+        let (alice, bob, atAlice, atBob) = try await pair(network) {
+            $0.handshakeTimeout = .seconds(1)
+            $0.sessionResumeWindow = .seconds(20)
+        }
+        let (sender, receiver, atReceiver) = lateRoles(alice, bob, atAlice: atAlice, atBob: atBob)
+        let receiverEvents = EventRecorder(receiver, on: network)
+        let peer = try #require(sender.connectedPeers.first)
+        for n in 0..<10 { try await sender.send(SessionNumber(n: n), to: [peer]) }
+        try await network.eventually("the receiver got 10") { atReceiver.withLockedValue { $0.count } == 10 }
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        for n in 10..<20 { try await sender.send(SessionNumber(n: n), to: [peer]) }
+        // Everything of the sender's reaches the receiver 2 s late: after its handshake timeout
+        // (1 s), within three of them. The receiver's redials wait that long.
+        network.delayFrames(from: sender, to: receiver, by: .seconds(2))
+        network.heal(alice, bob)
+        for _ in 0..<10 { await network.advance(by: .seconds(1)) }
+        try await network.eventually("the receiver got 20") { atReceiver.withLockedValue { $0.count } == 20 }
+        #expect(atReceiver.withLockedValue { $0 } == Array(0..<20))
+        let disconnections = receiverEvents.events.filter { if case .peerDisconnected = $0 { true } else { false } }
+        #expect(disconnections.isEmpty, "\(disconnections)")
+        #expect(receiverEvents.events.contains { if case .peerResumed = $0 { true } else { false } })
+        await network.shutdown()
+    }
+
+    @Test("a connection that dies before the peer's resume arrived on it leaves the peer suspended, not half resumed: its redials still wait three handshake timeouts, and it resumes")
+    func diesWhileResuming() async throws {
+        let network = TestNetwork()
+        let (alice, bob, atAlice, atBob) = try await pair(network) {
+            $0.handshakeTimeout = .seconds(1)
+            $0.sessionResumeWindow = .seconds(30)
+        }
+        let (sender, receiver, atReceiver) = lateRoles(alice, bob, atAlice: atAlice, atBob: atBob)
+        let receiverEvents = EventRecorder(receiver, on: network)
+        let peer = try #require(sender.connectedPeers.first)
+        for n in 0..<10 { try await sender.send(SessionNumber(n: n), to: [peer]) }
+        try await network.eventually("the receiver got 10") { atReceiver.withLockedValue { $0.count } == 10 }
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        for n in 10..<20 { try await sender.send(SessionNumber(n: n), to: [peer]) }
+        // Back, but of the sender's frames only its hello, pings and pongs reach the receiver: its
+        // resume does not, so the receiver's session waits for it on the new connection.
+        network.dropFrames(from: sender, to: receiver) { !["peerkit.hello", "peerkit.ping", "peerkit.pong"].contains($0.type ?? "") }
+        network.heal(alice, bob)
+        await network.advance(by: .seconds(3))
+        #expect(receiverEvents.events.contains { if case .peerResumed = $0 { true } else { false } })
+        #expect(atReceiver.withLockedValue { $0.count } == 10)
+        // That connection dies before the resume came. Then everything of the sender's comes 2 s
+        // late: only redials that wait longer than the 1 s handshake timeout can resume.
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        network.clearFaults()
+        network.delayFrames(from: sender, to: receiver, by: .seconds(2))
+        network.heal(alice, bob)
+        for _ in 0..<10 { await network.advance(by: .seconds(1)) }
+        try await network.eventually("the receiver got 20") { atReceiver.withLockedValue { $0.count } == 20 }
+        #expect(atReceiver.withLockedValue { $0 } == Array(0..<20))
+        let disconnections = receiverEvents.events.filter { if case .peerDisconnected = $0 { true } else { false } }
+        #expect(disconnections.isEmpty, "\(disconnections)")
         await network.shutdown()
     }
 
