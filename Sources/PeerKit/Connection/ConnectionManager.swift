@@ -329,13 +329,20 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Schedules a redial decided under the lock, then stores its timer, unless the redial was
     /// cancelled or replaced meanwhile (then the timer is cancelled at once).
     private func armRetry(_ retry: (key: String, delay: Duration, arming: Int)) {
-        let timer = configuration.clock.schedule(on: timerLoop, in: retry.delay) { self.dial(key: retry.key) }
+        let timer = configuration.clock.schedule(on: timerLoop, in: retry.delay) { self.redialDue(key: retry.key) }
         let kept = state.withLockedValue { state -> Bool in
             guard var record = state.services[retry.key], record.dialer.retryArmed(timer, arming: retry.arming) else { return false }
             state.services[retry.key] = record
             return true
         }
         if !kept { timer.cancel() }
+    }
+
+    /// A redial's timer fired: the service's dialler forgets it, then the service is dialled
+    /// (unless its peer is connected meanwhile, or a dial is under way).
+    private func redialDue(key: String) {
+        state.withLockedValue { $0.services[key]?.dialer.retryFired() }
+        dial(key: key)
     }
 
     /// Delivers queued events, unless another thread already is (it will deliver these too).
@@ -918,13 +925,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var skipped: [PeerEndpoint] = []
         let (actions, generation) = withState { state -> ([DialPlan.Action], Int) in
             guard state.running, var record = state.services[key], !record.dialer.isDialling else { return ([], 0) }
-            if let peerID = record.peerID, state.peers[peerID]?.active != nil {
-                // Connected another way (the peer dialled us): a redial that fired or waits is not
-                // needed, and must not keep the next lost connection from being redialled.
-                if let retry = record.dialer.peerConnected() { state.timersToCancel.append(retry) }
-                state.services[key] = record
-                return ([], 0)
-            }
+            if let peerID = record.peerID, state.peers[peerID]?.active != nil { return ([], 0) }
             skipped = record.service.endpoints.filter(own)
             let endpoints = record.service.endpoints.filter { !own($0) }
             // Only addresses of our own so far: dialled when discovery reports another one.

@@ -2,7 +2,7 @@
 /// attempts in a row failed, and when it is dialled again after a failure or a lost connection.
 ///
 ///     idle ──startDial()──▶ dialling ──reached()──▶ idle (reached: later redials are capped)
-///                          dialling ──failed()──▶ backing off (attempt n) ──timer──▶ startDial()
+///                          dialling ──failed()──▶ backing off (attempt n) ──retryFired()──▶ idle, then startDial()
 ///     idle ──connectionLost()──▶ backing off (attempt 0)
 ///     backing off ──advertised()──▶ idle (attempt 0: the driver dials at once)
 ///
@@ -99,13 +99,14 @@ struct ServiceDialer<Timer> {
         return Redial(delay: policy.backoff.delay(attempt: 0, random: random), arming: arming)
     }
 
-    /// The service's peer is connected another way (it dialled us) when a dial was due: the
-    /// redial is forgotten, whether its timer fired (this call) or still waits. Without this, a
-    /// fired redial would count as armed for good, and the next lost connection would not be
-    /// redialled (``connectionLost(policy:random:arming:)`` leaves a service that retries alone).
-    /// Returns the timer to cancel.
-    mutating func peerConnected() -> Timer? {
-        cancelRetry()
+    /// The redial's timer fired: the redial is no longer armed, whether or not the driver dials
+    /// now (the peer may be connected another way: it dialled us meanwhile). Without this, a
+    /// fired redial whose dial did not start would count as armed for good, and the next lost
+    /// connection would not be redialled (``connectionLost(policy:random:arming:)`` leaves a
+    /// service that retries alone).
+    mutating func retryFired() {
+        retry = nil
+        retryArming = nil
     }
 
     /// The driver armed `timer` for the redial `arming`. Returns false when that redial was

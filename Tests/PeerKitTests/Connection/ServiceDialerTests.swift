@@ -107,10 +107,11 @@ struct ServiceDialerTests {
         _ = dialer.failed(policy: policy, random: 0.5, peerSuspended: true, arming: 1)
         let armed = dialer.retryArmed("t1", arming: 1)
         #expect(armed)
-        // The peer dialled us meanwhile; the timer fires and the driver finds the peer connected.
-        let fired = dialer.peerConnected()
-        #expect(fired == "t1")
+        // The peer dialled us meanwhile; the timer fires and the driver finds the peer connected,
+        // so it starts no dial.
+        dialer.retryFired()
         #expect(!dialer.isRetrying)
+        #expect(dialer.retry == nil)
         let lost = dialer.connectionLost(policy: policy, random: 0.5, arming: 2)
         #expect(lost == .init(delay: .milliseconds(500), arming: 2))
     }
