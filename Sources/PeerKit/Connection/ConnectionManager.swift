@@ -1130,7 +1130,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// The dialler's delays: the configured back-off, capped for services reached before and for
     /// suspended peers.
     private var dialPolicy: ServiceDialer<PeerTimer>.Policy {
-        .init(backoff: configuration.backoff, reachedCap: Self.lostPeerRedialCap, suspendedInterval: Self.suspendedPeerRedialInterval)
+        let handshakeTimeout = Duration.nanoseconds(configuration.handshakeTimeout.nanoseconds)
+        return .init(backoff: configuration.backoff, reachedCap: Self.lostPeerRedialCap, suspendedInterval: Self.suspendedPeerRedialInterval,
+                     lateHelloInterval: handshakeTimeout * (Self.resumingHandshakeFactor + 1) + Self.suspendedPeerRedialInterval)
     }
 
     /// The longest wait between redials of a service we were once connected to (while it is still
@@ -1154,11 +1156,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// starting over only loaded it further, until its resume window ran out.
     static let resumingHandshakeFactor = 3
 
-    /// Redial a peer's services soon after its connection was lost.
-    private func scheduleRedial(_ keys: Set<String>, state: inout State) {
+    /// Redial a peer's services soon after its connection was lost; `heardUsLate`: see
+    /// ``ServiceDialer/connectionLost(policy:random:arming:heardUsLate:)``.
+    private func scheduleRedial(_ keys: Set<String>, heardUsLate: Bool = false, state: inout State) {
         for key in keys {
             guard var record = state.services[key],
-                  let redial = record.dialer.connectionLost(policy: dialPolicy, random: Double.random(in: 0..<1), arming: state.nextRetryArming()) else { continue }
+                  let redial = record.dialer.connectionLost(policy: dialPolicy, random: Double.random(in: 0..<1), arming: state.nextRetryArming(), heardUsLate: heardUsLate) else { continue }
             state.retriesToArm.append((key, redial.delay, redial.arming))
             state.services[key] = record
         }
@@ -1542,8 +1545,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 state.peers[remote.peerID] = record
                 armSwitch = (remote.peerID, generation)
             case .disconnected where record.hasLiveSession && (Self.suspends(reason) || Self.peerFailedBeforeResuming(reason, session: record.session)):
-                // Feature resume: the peer is suspended, not disconnected, and redialled.
-                if let generation = suspend(&record, reason: error, state: &state) {
+                // Feature resume: the peer is suspended, not disconnected, and redialled. When it
+                // closed a connection we dialled because our hello came too late, its own dials
+                // are let through first: ours would win the tie-break and time out again.
+                let heardUsLate = connection.direction == .outbound && Self.peerFailedBeforeResuming(reason, session: record.session)
+                if let generation = suspend(&record, reason: error, heardUsLate: heardUsLate, state: &state) {
                     armWindow = (remote.peerID, generation)
                 } else {
                     suspendedAgain = true
@@ -1659,7 +1665,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// still connected for the user, and redialled every ``suspendedPeerRedialInterval``. Returns
     /// the generation of the resume window's timer to arm (``armWindowTimer(peerID:generation:)``,
     /// outside the lock). Call with the lock held; it only changes state.
-    private func suspend(_ record: inout PeerRecord, reason: PeerKitError?, state: inout State) -> Int? {
+    private func suspend(_ record: inout PeerRecord, reason: PeerKitError?, heardUsLate: Bool = false, state: inout State) -> Int? {
         var generation: Int?
         if var session = record.session {
             // Stored back whatever it returns: a connection that died before the peer's resume
@@ -1669,7 +1675,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         state.emit(.peerSuspended(record.snapshot, reason: reason))
         state.peers[record.peer.id] = record
-        scheduleRedial(record.serviceKeys, state: &state)
+        scheduleRedial(record.serviceKeys, heardUsLate: heardUsLate, state: &state)
         return generation
     }
 

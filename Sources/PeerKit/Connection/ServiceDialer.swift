@@ -3,7 +3,7 @@
 ///
 ///     idle ──startDial()──▶ dialling ──reached()──▶ idle (reached: later redials are capped)
 ///                          dialling ──failed()──▶ backing off (attempt n) ──retryFired()──▶ idle, then startDial()
-///     idle ──connectionLost()──▶ backing off (attempt 0)
+///     idle ──connectionLost()──▶ backing off (attempt 0; longer when the peer heard our hello late)
 ///     backing off ──advertised()──▶ idle (attempt 0: the driver dials at once)
 ///
 /// One dial (every endpoint of the service, in the manner of Happy Eyeballs) is a ``DialPlan``;
@@ -23,6 +23,12 @@ struct ServiceDialer<Timer> {
         /// The longest wait between redials of a peer whose session is suspended (feature resume):
         /// its user's sends wait, so it is redialled without back-off until its window ends.
         var suspendedInterval: Duration
+        /// The wait before redialling a peer that closed a connection we dialled because our hello
+        /// reached it too late: long enough for the peer's own redial to reach us and to wait for
+        /// our hello. The peer hears us late, so only its dials, which wait longer for our hello
+        /// than an inbound handshake does, can succeed; a dial of ours meanwhile would win the
+        /// tie-break against its dial (when our peer ID is the smaller) and time out again.
+        var lateHelloInterval: Duration
     }
 
     /// A redial to arm: after `delay`, call ``startDial()``. `arming` names this arming, so that
@@ -91,12 +97,15 @@ struct ServiceDialer<Timer> {
     }
 
     /// The service's peer lost its connection: redial it after the back-off's first delay, unless
-    /// a dial or a redial is under way already. Returns the redial to arm.
-    mutating func connectionLost(policy: Policy, random: Double, arming: Int) -> Redial? {
+    /// a dial or a redial is under way already. Returns the redial to arm. `heardUsLate`: the peer
+    /// closed a connection we dialled because our hello reached it after its handshake timeout;
+    /// the redial then waits ``Policy/lateHelloInterval``, so that the peer's dial comes first.
+    mutating func connectionLost(policy: Policy, random: Double, arming: Int, heardUsLate: Bool = false) -> Redial? {
         guard !isDialling, !isRetrying else { return nil }
         attempt = 0
         retryArming = arming
-        return Redial(delay: policy.backoff.delay(attempt: 0, random: random), arming: arming)
+        let delay = policy.backoff.delay(attempt: 0, random: random)
+        return Redial(delay: heardUsLate ? max(delay, policy.lateHelloInterval) : delay, arming: arming)
     }
 
     /// The redial's timer fired: the redial is no longer armed, whether or not the driver dials

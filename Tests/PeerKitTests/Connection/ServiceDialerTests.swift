@@ -8,9 +8,22 @@ struct ServiceDialerTests {
     typealias Dialer = ServiceDialer<String>
 
     /// Back-off without jitter: 0.5 s, doubling, up to 30 s; reached services capped at 2 s,
-    /// suspended peers at 0.5 s.
+    /// suspended peers at 0.5 s; 4.5 s before redialling a peer that heard our hello late.
     let policy = Dialer.Policy(backoff: Backoff(initial: .milliseconds(500), maximum: .seconds(30), multiplier: 2, jitter: 0),
-                               reachedCap: .seconds(2), suspendedInterval: .milliseconds(500))
+                               reachedCap: .seconds(2), suspendedInterval: .milliseconds(500), lateHelloInterval: .milliseconds(4500))
+
+    @Test("a peer that closed our connection because our hello came late is redialled only after the late-hello interval, so that its own dial reaches us first")
+    func heardUsLate() {
+        var dialer = Dialer()
+        _ = dialer.startDial()
+        _ = dialer.reached()
+        let late = dialer.connectionLost(policy: policy, random: 0.5, arming: 1, heardUsLate: true)
+        #expect(late == .init(delay: .milliseconds(4500), arming: 1))
+        _ = dialer.retryArmed("late", arming: 1)
+        dialer.retryFired()
+        let next = dialer.connectionLost(policy: policy, random: 0.5, arming: 2)
+        #expect(next == .init(delay: .milliseconds(500), arming: 2), "only that loss waits longer")
+    }
 
     @Test("one dial at a time; each failure backs off twice as long, up to the maximum, and says which attempt it was")
     func backoff() {

@@ -227,17 +227,20 @@ struct SessionResumeTests {
     }
 
     /// For the tests where one peer's frames reach the other late. Alice and bob (handshake
-    /// timeout 1 s, resume window `window`) connect; the late one (`sender`) is the peer with the
-    /// larger ID, whose own dials lose the tie-break: only connections the other (`receiver`)
-    /// dials can complete there (its hello is prompt), so only they may win. The sender sends
-    /// 0..<10, which arrive; the link is cut for 4 s (both suspend), and it sends 10..<20.
-    func lateSetUp(_ network: TestNetwork, window: Duration) async throws
+    /// timeout 1 s, resume window `window`) connect; the late one is `sender`: the peer with the
+    /// larger ID, or with `senderHasSmallerID` the smaller. Only connections the other
+    /// (`receiver`) dials can complete (the sender's hello is late, the receiver's prompt); when
+    /// the sender's ID is the smaller, its own dials win the tie-break at its side, so it must
+    /// let the receiver's dials through. The sender sends 0..<10, which arrive; the link is cut
+    /// for 4 s (both suspend), and it sends 10..<20.
+    func lateSetUp(_ network: TestNetwork, window: Duration, senderHasSmallerID: Bool = false) async throws
         -> (alice: PeerTransceiver, bob: PeerTransceiver, sender: PeerTransceiver, receiver: PeerTransceiver, atReceiver: NIOLockedValueBox<[Int]>, receiverEvents: EventRecorder) {
         let (alice, bob, atAlice, atBob) = try await pair(network) {
             $0.handshakeTimeout = .seconds(1)
             $0.sessionResumeWindow = window
         }
-        let (sender, receiver, atReceiver) = alice.peerID.utf8.lexicographicallyPrecedes(bob.peerID.utf8) ? (bob, alice, atAlice) : (alice, bob, atBob)
+        let aliceIsSmaller = alice.peerID.utf8.lexicographicallyPrecedes(bob.peerID.utf8)
+        let (sender, receiver, atReceiver) = aliceIsSmaller != senderHasSmallerID ? (bob, alice, atAlice) : (alice, bob, atBob)
         let receiverEvents = EventRecorder(receiver, on: network)
         let peer = try #require(sender.connectedPeers.first)
         for n in 0..<10 { try await sender.send(SessionNumber(n: n), to: [peer]) }
@@ -248,10 +251,10 @@ struct SessionResumeTests {
         return (alice, bob, sender, receiver, atReceiver, receiverEvents)
     }
 
-    @Test("a redial of a suspended peer waits three handshake timeouts for the peer's hello: a peer that answers late (a loaded machine) resumes, instead of failing every attempt until its window runs out")
-    func lateHelloResumes() async throws {
+    @Test("a redial of a suspended peer waits three handshake timeouts for the peer's hello: a peer that answers late (a loaded machine) resumes, instead of failing every attempt until its window runs out; whichever side is slow", arguments: [false, true])
+    func lateHelloResumes(senderHasSmallerID: Bool) async throws {
         let network = TestNetwork()
-        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = try await lateSetUp(network, window: .seconds(20))
+        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = try await lateSetUp(network, window: .seconds(20), senderHasSmallerID: senderHasSmallerID)
         // Everything of the sender's reaches the receiver 2 s late: after its handshake timeout
         // (1 s), within three of them. The receiver's redials wait that long.
         network.delayFrames(from: sender, to: receiver, by: .seconds(2))
@@ -265,10 +268,10 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
-    @Test("a connection that dies before the peer's resume arrived on it leaves the peer suspended, not half resumed: its redials still wait three handshake timeouts, and it resumes")
-    func diesWhileResuming() async throws {
+    @Test("a connection that dies before the peer's resume arrived on it leaves the peer suspended, not half resumed: its redials still wait three handshake timeouts, and it resumes; whichever side is slow", arguments: [false, true])
+    func diesWhileResuming(senderHasSmallerID: Bool) async throws {
         let network = TestNetwork()
-        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = try await lateSetUp(network, window: .seconds(30))
+        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = try await lateSetUp(network, window: .seconds(30), senderHasSmallerID: senderHasSmallerID)
         // Back, but of the sender's frames only its hello, pings and pongs reach the receiver: its
         // resume does not, so the receiver's session waits for it on the new connection.
         network.dropFrames(from: sender, to: receiver) { !["peerkit.hello", "peerkit.ping", "peerkit.pong"].contains($0.type ?? "") }
