@@ -93,6 +93,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// The number of the next session frame from the peer on each connection (set by its
         /// `peerkit.resend`).
         var inboundNext: [ObjectIdentifier: UInt64] = [:]
+        /// Whether a connection the peer dialled ever completed its handshake here: the peer dials
+        /// us, so when it hears our hellos late we can leave the dialling to it.
+        var dialsUs = false
 
         /// The connection frames for the peer go to now (nil while it switches connections).
         var active: PeerConnection? { link.current }
@@ -1362,6 +1365,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             info.merge(remote.discoveryInfo ?? [:]) { _, hello in hello }
             record.peer = Peer(id: remote.peerID, name: remote.name, discoveryInfo: info, isConnected: true, fingerprint: connection.peer?.fingerprint)
             if let key = connection.serviceKey, state.services[key] != nil { record.serviceKeys.insert(key) }
+            if connection.direction == .inbound { record.dialsUs = true }
             let suspended = sessionArrives(on: connection, remote: remote, record: &record, state: &state)
             defer { state.peers[remote.peerID] = record }
             state.queue(.established(connection))
@@ -1548,7 +1552,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 // Feature resume: the peer is suspended, not disconnected, and redialled. When it
                 // closed a connection we dialled because our hello came too late, its own dials
                 // are let through first: ours would win the tie-break and time out again.
-                let heardUsLate = connection.direction == .outbound && Self.peerFailedBeforeResuming(reason, session: record.session)
+                // Only a peer that dials us: one that does not (discovery on our side only)
+                // is redialled as usual, since nobody else would.
+                let heardUsLate = connection.direction == .outbound && record.dialsUs && Self.peerFailedBeforeResuming(reason, session: record.session)
                 if let generation = suspend(&record, reason: error, heardUsLate: heardUsLate, state: &state) {
                     armWindow = (remote.peerID, generation)
                 } else {
