@@ -386,308 +386,37 @@ struct PeerSessionTests {
 
     // MARK: two sessions over links cut at random
 
-    /// What travels on a simulated connection.
-    enum Wire {
-        case resume(UInt64)
-        case resend(from: UInt64)
-        case frame(String)
-        case ack(UInt64)
-    }
-
-    /// One simulated connection, one queue per direction; `nextFromA` numbers A's frames at B.
-    struct Link {
-        var toB: [Wire] = []
-        var toA: [Wire] = []
-        var nextFromA: UInt64?
-        var alive = true
-    }
-
     /// Two sessions, A sending to B over connections that are cut at random (what is in flight
     /// is lost, as in a socket's buffers) or replaced while the old one still delivers (a
-    /// duplicate connection): every frame A recorded arrives at B once, in order.
-    @Test("links cut or replaced at random moments lose, duplicate and reorder nothing", arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
-    func randomCuts(seed: UInt64) {
-        var random = SeededGenerator(seed: seed)  // JSONDifferentialTests: a failing seed fails again
-        let limits = Session.Limits(maximumUnacknowledgedBytes: 400, acknowledgeAfterBytes: 40)
-        var a = Session(limits: limits, remoteIncarnation: "b", fingerprint: nil)
-        var b = Session(limits: limits, remoteIncarnation: "a", fingerprint: nil)
-        var links: [Link] = []       // the last is current; earlier ones may still deliver
-        var delivered: [String] = []
-        var nextMessage = 0
-        var duplicates = 0
-        var bAckTimer = false
-
-        func open() {
-            var link = Link()
-            // Each side sends its resume first on the new connection.
-            link.toB.append(.resume(a.connected()!))
-            link.toA.append(.resume(b.connected()!))
-            links.append(link)
-        }
-        func pump() {
-            guard let last = links.indices.last, links[last].alive else { return }
-            let writes = a.takeUnwritten()
-            if let from = writes.from { links[last].toB.append(.resend(from: from)) }
-            for f in writes.frames { links[last].toB.append(.frame(String(buffer: f))) }
-        }
-        func deliverToB(_ index: Int, count: Int) {
-            for _ in 0..<min(count, links[index].toB.count) {
-                let wire = links[index].toB.removeFirst()
-                let current = index == links.count - 1
-                switch wire {
-                case let .resume(n):
-                    // A resumed on a connection that is not B's current: an acknowledgement only.
-                    _ = n
-                case let .resend(from): links[index].nextFromA = from
-                case let .frame(text):
-                    guard let sequence = links[index].nextFromA else { Issue.record("a frame before resend"); return }
-                    links[index].nextFromA = sequence + 1
-                    switch b.receive(sequence: sequence, bytes: text.utf8.count) {
-                    case let .deliver(ack, arm):
-                        delivered.append(text)
-                        if let ack, current { links[index].toA.append(.ack(ack)) }
-                        if arm { bAckTimer = true }
-                    case .duplicate: duplicates += 1
-                    case let .gap(reason): Issue.record("\(reason)")
-                    }
-                case .ack: break
-                }
-            }
-        }
-        func deliverToA(_ index: Int) {
-            let current = index == links.count - 1
-            for wire in links[index].toA {
-                switch wire {
-                case let .resume(n):
-                    if current, case .resuming = a.phase {
-                        if case let .invalid(reason) = a.peerResumed(received: n) { Issue.record("\(reason)") }
-                    } else if case let .invalid(reason) = a.acknowledged(through: n) { Issue.record("\(reason)") }
-                case let .ack(n):
-                    if case let .invalid(reason) = a.acknowledged(through: n) { Issue.record("\(reason)") }
-                default: break
-                }
-            }
-            links[index].toA = []
-            // B's side of the resume: nothing to resend (B sends nothing), but it must resume.
-            if current, case .resuming = b.phase { _ = b.peerResumed(received: a.received) }
-        }
-
-        open()
-        for _ in 0..<4000 {
-            switch random.next() % 100 {
-            case 0..<45:
-                let text = "m\(nextMessage)"
-                if case .kept = a.record(frame(text)) { nextMessage += 1 }
-                pump()
-            case 45..<75 where !links.isEmpty:
-                let index = Int(random.next() % UInt64(links.count))
-                if links[index].alive { deliverToB(index, count: Int(random.next() % 20) + 1) }
-            case 75..<82 where bAckTimer:
-                bAckTimer = false
-                if let n = b.acknowledgementTimerFired(), let last = links.indices.last, links[last].alive { links[last].toA.append(.ack(n)) }
-            case 82..<92 where !links.isEmpty:
-                let index = Int(random.next() % UInt64(links.count))
-                if links[index].alive { deliverToA(index) }
-                pump()
-            case 92..<95 where links.last?.alive == true:
-                // The current connection dies: what is in flight on it is lost.
-                links[links.count - 1].alive = false
-                links[links.count - 1].toB = []
-                links[links.count - 1].toA = []
-                bAckTimer = false
-                _ = a.suspend()
-                _ = b.suspend()
-            case 95..<97 where links.last?.alive == true:
-                // Replaced while it still delivers (a duplicate connection): the old one keeps
-                // its frames in flight, the new one resends what was not acknowledged.
-                open()
-            case 97..<100 where links.last?.alive != true:
-                open()
-            default:
-                break
-            }
-            #expect(a.unacknowledgedBytes <= 400 + 6)
-            // Old connections that closed are forgotten; the last one is the current one.
-            if links.count > 1 {
-                let last = links.removeLast()
-                links.removeAll { !$0.alive }
-                links.append(last)
-            }
-        }
-        // Settle: a last connection, and everything delivered.
-        if links.last?.alive != true { open() }
-        for _ in 0..<50 {
-            for index in links.indices where links[index].alive { deliverToA(index); pump(); deliverToB(index, count: 10_000) }
-        }
-        let expected = (0..<nextMessage).map { "m\($0)" }
-        let firstDifference = zip(delivered, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-        #expect(delivered.count == expected.count, "delivered \(delivered.count) of \(expected.count); first difference at \(String(describing: firstDifference)); A: \(a.phase), B: \(b.phase), links \(links.count)")
-        #expect(firstDifference == nil)
-        #expect(nextMessage > 200)
+    /// duplicate connection): every frame A recorded arrives at B once, in order; with resumes
+    /// that carry epochs (PeerKit's) and without (another implementation's).
+    @Test("links cut or replaced at random moments lose, duplicate and reorder nothing", arguments: [false, true], 1...8 as ClosedRange<UInt64>)
+    func randomCuts(epochs: Bool, seed: UInt64) {
+        var simulation = SessionSimulation(seed: seed, epochs: epochs, endsB: false)
+        simulation.run(steps: 4000)
+        simulation.settle()
+        let firstDifference = simulation.delivered.indices.first { simulation.delivered[$0] != $0 }
+        #expect(simulation.delivered.count == simulation.sent, "delivered \(simulation.delivered.count) of \(simulation.sent); A: \(simulation.a.phase), B: \(simulation.b.phase)")
+        #expect(firstDifference == nil, "the first difference is at \(String(describing: firstDifference))")
+        #expect(simulation.restarts == 0)
+        #expect(simulation.sent > 200)
     }
 
-    // MARK: two sessions over links cut at random, and sessions ended on one side
-
-    /// What travels on a simulated connection, resumes with their epochs.
-    enum EpochWire {
-        case resume(SessionFrame.Resume)
-        case resend(from: UInt64)
-        case frame(String)
-        case ack(UInt64)
-    }
-
-    struct EpochLink {
-        var toB: [EpochWire] = []
-        var toA: [EpochWire] = []
-        var nextFromA: UInt64?
-        var alive = true
-    }
-
-    /// As ``randomCuts(seed:)``, and B also ends its side of the session at random while the link
-    /// is down (its window ran out first) and starts a new one with a new epoch: no resume is ever
-    /// a violation, B never takes a frame twice or out of order, and every frame that did not
-    /// arrive is among those A's restarts reported lost.
-    @Test("sessions ended on one side at random, between links cut at random: no violation, no frame twice or out of order, every loss reported", arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
+    /// As ``randomCuts(epochs:seed:)``, and B also ends its side of the session at random while
+    /// the link is down (its window ran out first) and starts a new one with a new epoch: no
+    /// resume is ever a violation, B never takes a frame twice or out of order, and every frame
+    /// that did not arrive is among those A's restarts reported lost.
+    @Test("sessions ended on one side at random, between links cut at random: no violation, no frame twice or out of order, every loss reported", arguments: 1...8 as ClosedRange<UInt64>)
     func randomOneSidedEnds(seed: UInt64) {
-        var random = SeededGenerator(seed: seed)
-        let limits = Session.Limits(maximumUnacknowledgedBytes: 400, acknowledgeAfterBytes: 40)
-        var a = Session(limits: limits, remoteIncarnation: "b", fingerprint: nil, epoch: "a")
-        var bEpochs = 0
-        var b = Session(limits: limits, remoteIncarnation: "a", fingerprint: nil, epoch: "b0")
-        var links: [EpochLink] = []
-        var delivered: [Int] = []
-        var nextMessage = 0
-        var lost = 0
-        var restarts = 0
-        var bAckTimer = false
-
-        func open() {
-            var link = EpochLink()
-            link.toB.append(.resume(a.resume(received: a.connected()!)))
-            link.toA.append(.resume(b.resume(received: b.connected()!)))
-            links.append(link)
-        }
-        func pump() {
-            guard let last = links.indices.last, links[last].alive else { return }
-            let writes = a.takeUnwritten()
-            if let from = writes.from { links[last].toB.append(.resend(from: from)) }
-            for f in writes.frames { links[last].toB.append(.frame(String(buffer: f))) }
-        }
-        func deliverToB(_ index: Int, count: Int) {
-            for _ in 0..<min(count, links[index].toB.count) {
-                let wire = links[index].toB.removeFirst()
-                let current = index == links.count - 1
-                switch wire {
-                case let .resume(resume):
-                    if current, case .resuming = b.phase {
-                        if case let .invalid(reason) = b.peerResumed(resume) { Issue.record("B: \(reason)") }
-                    } else if case let .invalid(reason) = b.acknowledged(by: resume) { Issue.record("B: \(reason)") }
-                case let .resend(from): links[index].nextFromA = from
-                case let .frame(text):
-                    guard let sequence = links[index].nextFromA else { Issue.record("a frame before resend"); return }
-                    links[index].nextFromA = sequence + 1
-                    switch b.receive(sequence: sequence, bytes: text.utf8.count) {
-                    case let .deliver(ack, arm):
-                        delivered.append(Int(text.dropFirst()) ?? -1)
-                        if let ack, current { links[index].toA.append(.ack(ack)) }
-                        if arm { bAckTimer = true }
-                    case .duplicate: break
-                    case let .gap(reason): Issue.record("B: \(reason)")
-                    }
-                case .ack: break
-                }
-            }
-        }
-        func deliverToA(_ index: Int) {
-            let current = index == links.count - 1
-            for wire in links[index].toA {
-                switch wire {
-                case let .resume(resume):
-                    if current, case .resuming = a.phase {
-                        switch a.peerResumed(resume) {
-                        case .resumed: break
-                        case let .restarted(_, frames, _, _):
-                            restarts += 1
-                            lost += frames
-                        case let .invalid(reason): Issue.record("A: \(reason)")
-                        }
-                    } else if case let .invalid(reason) = a.acknowledged(by: resume) { Issue.record("A: \(reason)") }
-                case let .ack(n):
-                    if current, case let .invalid(reason) = a.acknowledged(through: n) { Issue.record("A: \(reason)") }
-                default: break
-                }
-            }
-            links[index].toA = []
-        }
-
-        func endB() {
-            // B's window runs out while no connection is up: it ends its side; its next session
-            // with A has a new epoch.
-            _ = b.end(Self.expired)
-            bEpochs += 1
-            b = Session(limits: limits, remoteIncarnation: "a", fingerprint: nil, epoch: "b\(bEpochs)")
-            links = []
-            bAckTimer = false
-        }
-
-        open()
-        for _ in 0..<6000 {
-            switch random.next() % 100 {
-            case 0..<42:
-                if case .kept = a.record(frame("m\(nextMessage)")) { nextMessage += 1 }
-                pump()
-            case 42..<72 where !links.isEmpty:
-                let index = Int(random.next() % UInt64(links.count))
-                if links[index].alive { deliverToB(index, count: Int(random.next() % 20) + 1) }
-            case 72..<79 where bAckTimer:
-                bAckTimer = false
-                if let n = b.acknowledgementTimerFired(), let last = links.indices.last, links[last].alive { links[last].toA.append(.ack(n)) }
-            case 79..<89 where !links.isEmpty:
-                let index = Int(random.next() % UInt64(links.count))
-                if links[index].alive { deliverToA(index) }
-                pump()
-            case 89..<92 where links.last?.alive == true:
-                links[links.count - 1].alive = false
-                links[links.count - 1].toB = []
-                links[links.count - 1].toA = []
-                if random.next() % 2 == 0 {
-                    // The network drops every connection, replaced ones too.
-                    for index in links.indices { links[index].alive = false }
-                }
-                bAckTimer = false
-                _ = a.suspend()
-                _ = b.suspend()
-                if links.allSatisfy({ !$0.alive }), random.next() % 3 == 0 { endB() }
-            case 92..<94 where links.last?.alive == true:
-                open()
-            case 94..<97 where links.last?.alive != true:
-                open()
-            case 97..<100 where links.allSatisfy({ !$0.alive }):
-                endB()
-            default:
-                break
-            }
-            #expect(a.unacknowledgedBytes <= 400 + 6)
-            if links.count > 1 {
-                let last = links.removeLast()
-                links.removeAll { !$0.alive }
-                links.append(last)
-            }
-        }
-        if links.last?.alive != true { open() }
-        for _ in 0..<50 {
-            for index in links.indices where links[index].alive {
-                deliverToA(index)
-                pump()
-                deliverToB(index, count: 10_000)
-                if let n = b.acknowledgementTimerFired(), index == links.count - 1 { links[index].toA.append(.ack(n)) }
-            }
-        }
+        var simulation = SessionSimulation(seed: seed, epochs: true, endsB: true)
+        simulation.run(steps: 6000)
+        simulation.settle()
+        let delivered = simulation.delivered
+        let missing = simulation.sent - delivered.count
         #expect(zip(delivered, delivered.dropFirst()).allSatisfy { $0 < $1 }, "a frame twice or out of order")
-        #expect(a.unacknowledgedCount == 0, "everything acknowledged once settled")
-        #expect(nextMessage - delivered.count <= lost, "\(nextMessage - delivered.count) frames did not arrive, \(lost) reported lost")
-        #expect(nextMessage - delivered.count >= 0)
-        #expect(restarts > 1, "the run ended B's side more than once: \(restarts) restarts")
-        #expect(nextMessage > 200)
+        #expect(simulation.a.unacknowledgedCount == 0, "everything acknowledged once settled")
+        #expect(missing >= 0 && missing <= simulation.lost, "\(missing) frames did not arrive, \(simulation.lost) reported lost")
+        #expect(simulation.restarts > 1, "the run ended B's side more than once: \(simulation.restarts) restarts")
+        #expect(simulation.sent > 200)
     }
 }
