@@ -27,8 +27,11 @@ struct ResourceSlotTests {
     func oneAddressNeverHoldsEverySlot() async throws {
         let serviceType = randomServiceType()
         var configuration = loopbackConfiguration(serviceType: serviceType, name: "receiver")
-        // Raw peers answer no pings: a loaded machine must not lose them to the heartbeat.
+        // Raw peers answer no pings: a loaded machine must not lose them to the heartbeat, nor
+        // their hellos to the handshake timeout (a fresh-clone CI run once saw a raw peer's hello
+        // take over 5 s, with every suite running on 2 cores).
         configuration.peerTimeout = .seconds(60)
+        configuration.handshakeTimeout = .seconds(30)
         let receiver = PeerTransceiver(configuration: configuration)
         try await receiver.start()
         defer { receiver.stop() }

@@ -67,6 +67,11 @@ struct TransceiverConnectionTests {
     /// A transceiver with a raw peer "raw-peer" connected on `first`, which then says it keeps
     /// another connection (`bye`, "duplicate connection"), as the tie-break's loser does; returns
     /// once the transceiver closed `first`, with the peer switching.
+    /// The handshake timeout of the tests that wait for a switch's grace (which lasts as long) to
+    /// run out: short, yet long enough for the raw peer's hello to arrive in time on 2 cores that
+    /// run every suite at once (with 1 s, one run in many closed its connection first).
+    static let shortHandshakeTimeout: Duration = .seconds(3)
+
     private func peerSwitching(handshakeTimeout: Duration = .seconds(5), session: String? = nil) async throws -> (PeerTransceiver, Peer, AsyncStream<PeerEvent>, String) {
         let serviceType = randomServiceType()
         var configuration = loopbackConfiguration(serviceType: serviceType, name: "b")
@@ -143,7 +148,7 @@ struct TransceiverConnectionTests {
 
     @Test("when the tie-break's winner does not come within the handshake timeout, the waiting send fails and the peer is reported disconnected")
     func switchWithoutWinner() async throws {
-        let (transceiver, peer, events, _) = try await peerSwitching(handshakeTimeout: .seconds(1))
+        let (transceiver, peer, events, _) = try await peerSwitching(handshakeTimeout: Self.shortHandshakeTimeout)
         defer { transceiver.stop() }
         let error = try await within(20, "the send to give up") { () -> PeerKitError? in
             do {
@@ -167,7 +172,7 @@ struct TransceiverConnectionTests {
     @Test("with a session, a tie-break's winner that does not come in time leaves the peer suspended, not disconnected; the send waits in the session and goes out once the peer is back")
     func switchWithoutWinnerSuspends() async throws {
         let session = "raw-session-1"
-        let (transceiver, peer, events, serviceType) = try await peerSwitching(handshakeTimeout: .seconds(1), session: session)
+        let (transceiver, peer, events, serviceType) = try await peerSwitching(handshakeTimeout: Self.shortHandshakeTimeout, session: session)
         defer { transceiver.stop() }
         var suspended: PeerKitError?
         for await event in events {
