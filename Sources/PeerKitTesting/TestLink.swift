@@ -33,6 +33,10 @@ final class TestLink: Sendable {
         /// Delayed frames per direction (true: from the dialler), with their due offsets, in order.
         var delayed: [Bool: [(due: Duration, frame: TestFrame)]] = [:]
         var pumping: Set<Bool> = []
+        /// Frames that met a partition, per direction, in order: held, as TCP holds what it could
+        /// not deliver and sends it again once the path is back, and passed on when the partition
+        /// heals (``releaseHeld()``), unless the connection closed meanwhile.
+        var held: [Bool: [TestFrame]] = [:]
     }
 
     private let state = NIOLockedValueBox(State())
@@ -133,6 +137,11 @@ final class TestLink: Sendable {
         if fate.drop { return }
         let now = network.now
         let (direct, startPump) = state.withLockedValue { state -> (Bool, Bool) in
+            // Partitioned, or behind frames held by a partition that is healing: held, in order.
+            if fate.hold || state.held[fromDialler]?.isEmpty == false {
+                state.held[fromDialler, default: []].append(frame)
+                return (false, false)
+            }
             let queue = state.delayed[fromDialler] ?? []
             guard fate.delay != nil || !queue.isEmpty else { return (true, false) }
             // Behind a delayed frame, or delayed itself: queued, so that order is kept.
@@ -149,6 +158,23 @@ final class TestLink: Sendable {
     private func write(_ frame: TestFrame, fromDialler: Bool) {
         let destination = state.withLockedValue { fromDialler ? $0.towardsAcceptor : $0.towardsDialler }
         destination?.writeAndFlush(frame.bytes, promise: nil)
+    }
+
+    /// The partition between the link's ends healed: what it held goes on now, in order, behind
+    /// any frame still delayed. Nothing, when the connection closed meanwhile.
+    func releaseHeld() {
+        let now = network.now
+        let starts = state.withLockedValue { state -> [Bool] in
+            defer { state.held = [:] }
+            guard !state.closed else { return [] }
+            var starts: [Bool] = []
+            for (fromDialler, frames) in state.held where !frames.isEmpty {
+                state.delayed[fromDialler, default: []].append(contentsOf: frames.map { (now, $0) })
+                if state.pumping.insert(fromDialler).inserted { starts.append(fromDialler) }
+            }
+            return starts
+        }
+        for fromDialler in starts { pump(fromDialler: fromDialler) }
     }
 
     /// Passes delayed frames on when the network's clock reaches them. A frame due and not yet

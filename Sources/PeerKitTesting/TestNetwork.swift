@@ -307,24 +307,29 @@ public final class TestNetwork: Sendable {
 
     // MARK: Faults
 
-    /// Cuts `a` off from `b`: every frame between them is lost from now on (their connections
-    /// stay open until a heartbeat notices), and a new connection between them hangs until its
-    /// connect timeout.
+    /// Cuts `a` off from `b`, as a link that goes down does: nothing between them gets through
+    /// from now on, and a new connection between them hangs until its connect timeout. Their
+    /// connections stay open until a heartbeat notices; what is sent on them meanwhile is held,
+    /// as TCP holds what it cannot deliver, and arrives, late and in order, on a connection still
+    /// open when the partition heals (one closed meanwhile loses it). A connection that stays up
+    /// never loses a frame in between, as on a real network.
     public func partition(_ a: some TestNetworkMember, _ b: some TestNetworkMember) {
         state.withLockedValue { _ = $0.partitions.insert(NodePair(a.testNodeID, b.testNodeID)) }
     }
 
-    /// Ends a ``partition(_:_:)``: frames flow again, and connection attempts it held fail (they
-    /// timed out long ago for the dialler) so that the next attempt, after back-off, succeeds.
+    /// Ends a ``partition(_:_:)``: frames flow again, those held on connections still open first,
+    /// and connection attempts it held fail (they timed out long ago for the dialler) so that the
+    /// next attempt, after back-off, succeeds.
     public func heal(_ a: some TestNetworkMember, _ b: some TestNetworkMember) {
         let pair = NodePair(a.testNodeID, b.testNodeID)
-        let held = state.withLockedValue { state -> [EventLoopPromise<Void>] in
+        let (held, links) = state.withLockedValue { state -> ([EventLoopPromise<Void>], [TestLink]) in
             state.partitions.remove(pair)
             let held = state.heldConnects.filter { $0.pair == pair }.map(\.promise)
             state.heldConnects.removeAll { $0.pair == pair }
-            return held
+            return (held, state.links.values.filter { NodePair($0.dialler, $0.acceptor) == pair })
         }
         for promise in held { promise.fail(TestNetworkError.partitioned) }
+        for link in links { link.releaseHeld() }
     }
 
     /// Drops frames from `sender` to `receiver` for which `predicate` is true (all of them by
@@ -455,14 +460,15 @@ public final class TestNetwork: Sendable {
         state.withLockedValue { _ = $0.links.removeValue(forKey: id) }
     }
 
-    /// What happens to a frame from `from` to `to` now.
-    func fate(of frame: TestFrame, from: Int, to: Int) -> (drop: Bool, delay: Duration?) {
+    /// What happens to a frame from `from` to `to` now: dropped, held until a partition heals, or
+    /// passed on (after `delay`).
+    func fate(of frame: TestFrame, from: Int, to: Int) -> (drop: Bool, hold: Bool, delay: Duration?) {
         state.withLockedValue { state in
-            if state.partitions.contains(NodePair(from, to)) { return (true, nil) }
-            if state.nodes[from]?.alive != true || state.nodes[to]?.alive != true { return (true, nil) }
+            if state.nodes[from]?.alive != true || state.nodes[to]?.alive != true { return (true, false, nil) }
+            if state.partitions.contains(NodePair(from, to)) { return (false, true, nil) }
             let direction = Direction(from: from, to: to)
             let dropped = state.dropRules[direction]?.contains { $0(frame) } ?? false
-            return (dropped, state.delays[direction])
+            return (dropped, false, state.delays[direction])
         }
     }
 
