@@ -11,11 +11,16 @@ import NIOCore
 /// - **Per source address.** One address (an IPv6 address counts by its /64 prefix, which one
 ///   host is given whole) holds at most ``Limits/perSource`` pending handshakes; a further
 ///   connection from it is refused at once. An attacker with one address holds 8 of the 64 slots.
-/// - **In total, by eviction.** When all ``Limits/total`` slots are taken, a new connection is not
-///   refused: the oldest pending handshake of the address with the most pending ones is closed to
-///   make room. A client from an address with fewer pending handshakes than the busiest address is
-///   never the one evicted, so an attacker must use more addresses than there are slots per address
-///   to push a client out, and even then evicts the oldest handshakes first.
+/// - **In total, by eviction.** When all ``Limits/total`` slots are taken, a new connection from an
+///   address with fewer pending handshakes than the busiest is not refused: the oldest pending
+///   handshake of the address with the most pending ones is closed to make room. A client from an
+///   address with fewer pending handshakes than the busiest address is never the one evicted, so
+///   an attacker must use more addresses than there are slots per address to push a client out,
+///   and even then evicts the oldest handshakes first. A new connection from an address that
+///   already holds as many as the busiest is closed at once: evicting for it would swap one of an
+///   attacker's stalled handshakes for another, and each swap costs a connection set up and one
+///   torn down, which slows the accepting of everyone queued behind (2,000 stalled connections
+///   from 16 addresses re-opened as fast as they close: 16 addresses × 4 slots, all churn).
 ///
 /// A connection from an unknown address (a test transport's) counts only against the total.
 ///
@@ -123,6 +128,17 @@ struct HandshakeSlots<ID: Hashable, Handle> {
         var decision = Decision.admit
         var report: Report?
         if count >= limits.total, let victim = oldestOfBusiestSource() {
+            // Only a connection from an address holding fewer pending handshakes than the busiest
+            // evicts: one from an address that holds as many (an attacker's own re-opened
+            // connection) would only swap one stalled handshake for another, at the cost of a
+            // whole connection set up and another torn down. It is closed at once instead.
+            let held = pending(from: key)
+            if held > 0, held >= victim.count {
+                let total = limits.total
+                return (.refuse, note(key) { $0.refused += 1 } first: {
+                    "Refusing new connections from \(Self.describe(key)): all \(total) slots (PeerConfiguration.maximumPendingHandshakes) are held by connections in their handshake, and \(held) of them are its own, as many as any address holds. A connection from an address with fewer evicts the oldest one of the busiest. Counts follow every \(Self.summarySeconds) s while this goes on."
+                })
+            }
             remove(victim.id)
             evicted.insert(victim.id)
             decision = .admitEvicting(victim.handle)
@@ -200,14 +216,14 @@ struct HandshakeSlots<ID: Hashable, Handle> {
 
     /// The oldest pending handshake of the source with the most pending ones (of those, the one
     /// whose oldest is oldest).
-    private func oldestOfBusiestSource() -> (id: ID, handle: Handle, source: String)? {
+    private func oldestOfBusiestSource() -> (id: ID, handle: Handle, source: String, count: Int)? {
         var best: (source: String, pending: Pending, count: Int)?
         for (source, list) in bySource {
             guard let oldest = list.first else { continue }
             if let current = best, list.count < current.count || (list.count == current.count && oldest.since >= current.pending.since) { continue }
             best = (source, oldest, list.count)
         }
-        return best.map { ($0.pending.id, $0.pending.handle, $0.source) }
+        return best.map { ($0.pending.id, $0.pending.handle, $0.source, $0.count) }
     }
 
     private mutating func remove(_ id: ID) {

@@ -150,7 +150,9 @@ public struct PeerConfiguration: Sendable {
     /// are taken, a new connection is not refused: the oldest pending handshake of the address
     /// with the most pending ones is closed to make room for it (one log line per episode), so
     /// strangers that connect and say nothing cannot lock real peers out (see
-    /// ``maximumPendingHandshakesPerAddress``).
+    /// ``maximumPendingHandshakesPerAddress``). Only a connection from an address that holds
+    /// as many pending handshakes as the busiest one is closed at once instead: making room for
+    /// it would only swap one of that address's handshakes for another.
     public var maximumPendingHandshakes: Int
     /// How many incoming connections from one address (an IPv6 address counts by its /64 prefix)
     /// may be in their handshake at once. Defaults to 8: a peer has one connection in its

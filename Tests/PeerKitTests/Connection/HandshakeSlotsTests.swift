@@ -49,6 +49,26 @@ struct HandshakeSlotsTests {
         #expect(outcome3 == .admitEvicting(102))
     }
 
+    @Test("when every slot is taken, a connection from an address that holds as many pending handshakes as the busiest is refused at once instead of swapping one of its own for another")
+    func busiestSourceDoesNotChurn() {
+        var slots = Slots(limits: .init(total: 4, perSource: 3))
+        _ = slots.admit(1, handle: 101, from: "10.0.0.2", now: at(1))
+        _ = slots.admit(2, handle: 102, from: "10.0.0.3", now: at(2))
+        _ = slots.admit(3, handle: 103, from: "10.0.0.2", now: at(3))
+        _ = slots.admit(4, handle: 104, from: "10.0.0.3", now: at(4))
+        // Both hold 2: a third from either would only swap.
+        let (refused, report) = slots.admit(5, handle: 105, from: "10.0.0.2", now: at(5))
+        #expect(refused == .refuse)
+        #expect(report == .episodeStarted("Refusing new connections from 10.0.0.2: all 4 slots (PeerConfiguration.maximumPendingHandshakes) are held by connections in their handshake, and 2 of them are its own, as many as any address holds. A connection from an address with fewer evicts the oldest one of the busiest. Counts follow every 10 s while this goes on."))
+        #expect(slots.count == 4 && !slots.contains(5))
+        // An address with fewer (none) still evicts the oldest of the busiest.
+        let admitted = slots.admit(6, handle: 106, from: "192.168.1.9", now: at(6)).0
+        #expect(admitted == .admitEvicting(101))
+        // Now .3 (2) is busier than .2 (1): a connection from .2 evicts from .3.
+        let fairer = slots.admit(7, handle: 107, from: "10.0.0.2", now: at(7)).0
+        #expect(fairer == .admitEvicting(102))
+    }
+
     @Test("a real client from another address is never evicted while an attacker re-opens its stalled connections as fast as they are closed")
     func clientSurvivesChurn() {
         var slots = Slots(limits: .init(total: 64, perSource: 8))
