@@ -26,13 +26,15 @@ build: setup
 ## after the rest, on their own and one at a time: next to the whole suite, or next to each other
 ## (2,000 stalled handshakes take a core), their timings fail on 2 cores (see Documentation/Testing.md).
 ISOLATED_TESTS = AdversarialTests
+## Long randomized suites that `make stress` runs, with more seeds, instead (see Documentation/Testing.md).
+STRESS_TESTS = SessionFaultScheduleTests
 
 ## make test: installs what is missing, starts a loopback-only avahi-daemon when none answers, runs every test.
 ## The fuzz smoke run is not part of it (its sanitizer builds of every dependency take longer than the
 ## tests): run `make fuzz-smoke`; CI (.ci/run) runs both.
 test: avahi
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
-	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip '$(ISOLATED_TESTS)'
+	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip '$(ISOLATED_TESTS)' --skip '$(STRESS_TESTS)'
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --filter '$(ISOLATED_TESTS)' --no-parallel
 
 ## The integration suites: real sockets, an avahi-daemon, processes and wall-clock deadlines
@@ -63,7 +65,8 @@ test-lan: setup
 	@scripts/lan-test "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
 
 ## make stress: 64 `peerkit node` processes in a full mesh, one broadcasting 1,000 messages, in debug and release builds;
-## then 100 pairs of transceivers that dial each other at once and send and request at once.
+## then 100 pairs of transceivers that dial each other at once and send and request at once; then 100 clients
+## during 64, then 2,000, stalled handshakes; then 200 seeded fault schedules for two peers with sessions.
 stress: setup
 	@scripts/stress
 

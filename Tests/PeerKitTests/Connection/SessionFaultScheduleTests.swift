@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 import PeerKit
 import PeerKitTesting
@@ -11,8 +12,17 @@ extension TestNetworkSuites {
 /// has the smaller ID, it is sometimes the one heard late). Whatever the
 /// order of events, each side receives every message once and in order, every request is
 /// answered, no send throws, and neither side is ever told the other disconnected.
+///
+/// Not part of `make test`: `make stress` runs it with 200 schedules. In one `make test` run of
+/// four it found a protocol violation that is still open: one side wrote a message on a
+/// connection before its `peerkit.resend` there ("it sent a message before peerkit.resend on a
+/// connection with the resume feature"), and the peers were disconnected. 200 schedules at once,
+/// or 8 with the CPU loaded, did not reproduce it.
 @Suite("Sessions under a random schedule of faults")
 struct SessionFaultScheduleTests {
+    /// The seeds: 1 to 8, or to `PEERKIT_FAULT_SCHEDULES` (`make stress` runs 200).
+    static let seeds: [UInt64] = Array(1...UInt64(ProcessInfo.processInfo.environment["PEERKIT_FAULT_SCHEDULES"].flatMap(Int.init).map { max(1, $0) } ?? 8))
+
     /// One side's stream: the messages it sent, the answers it got, and how many sends returned.
     final class Stream: Sendable {
         let received = NIOLockedValueBox<[Int]>([])
@@ -21,7 +31,7 @@ struct SessionFaultScheduleTests {
         let failures = NIOLockedValueBox<[String]>([])
     }
 
-    @Test("partitions and late directions at random, both ways round: every message once and in order, every request answered, nobody disconnected", arguments: 1...8 as ClosedRange<UInt64>)
+    @Test("partitions and late directions at random, both ways round: every message once and in order, every request answered, nobody disconnected", arguments: Self.seeds)
     func randomFaults(seed: UInt64) async throws {
         var random = SeededGenerator(seed: seed)
         let network = TestNetwork()
