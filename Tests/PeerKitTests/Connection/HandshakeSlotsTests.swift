@@ -10,6 +10,14 @@ struct HandshakeSlotsTests {
 
     func at(_ milliseconds: Int64) -> NIODeadline { start + .milliseconds(milliseconds) }
 
+    /// Admits connections 1, 2, … from `sources`, in order, at 1 ms, 2 ms, …; connection n's
+    /// handle is 100 + n.
+    func admit(_ sources: [String], to slots: inout Slots) {
+        for (index, source) in sources.enumerated() {
+            _ = slots.admit(index + 1, handle: index + 101, from: source, now: at(Int64(index + 1)))
+        }
+    }
+
     @Test("a source with its limit of pending handshakes is refused, and other sources are still admitted")
     func perSourceLimit() {
         var slots = Slots(limits: .init(total: 64, perSource: 8))
@@ -33,12 +41,7 @@ struct HandshakeSlotsTests {
     func evictsOldestOfBusiestSource() {
         var slots = Slots(limits: .init(total: 6, perSource: 3))
         // Two attacker addresses with 3 each hold every slot; the one of .3 started first.
-        _ = slots.admit(1, handle: 101, from: "10.0.0.3", now: at(1))
-        _ = slots.admit(2, handle: 102, from: "10.0.0.2", now: at(2))
-        _ = slots.admit(3, handle: 103, from: "10.0.0.2", now: at(3))
-        _ = slots.admit(4, handle: 104, from: "10.0.0.3", now: at(4))
-        _ = slots.admit(5, handle: 105, from: "10.0.0.2", now: at(5))
-        _ = slots.admit(6, handle: 106, from: "10.0.0.3", now: at(6))
+        admit(["10.0.0.3", "10.0.0.2", "10.0.0.2", "10.0.0.3", "10.0.0.2", "10.0.0.3"], to: &slots)
         let (decision, report) = slots.admit(7, handle: 107, from: "192.168.1.9", now: at(7))
         #expect(decision == .admitEvicting(101))
         #expect(report.map { if case let .episodeStarted(line) = $0 { line.hasPrefix("Evicting pending handshakes: all 6 slots") } else { false } } == true)
@@ -52,10 +55,7 @@ struct HandshakeSlotsTests {
     @Test("when every slot is taken, a connection from an address that holds as many pending handshakes as the busiest is refused at once instead of swapping one of its own for another")
     func busiestSourceDoesNotChurn() {
         var slots = Slots(limits: .init(total: 4, perSource: 3))
-        _ = slots.admit(1, handle: 101, from: "10.0.0.2", now: at(1))
-        _ = slots.admit(2, handle: 102, from: "10.0.0.3", now: at(2))
-        _ = slots.admit(3, handle: 103, from: "10.0.0.2", now: at(3))
-        _ = slots.admit(4, handle: 104, from: "10.0.0.3", now: at(4))
+        admit(["10.0.0.2", "10.0.0.3", "10.0.0.2", "10.0.0.3"], to: &slots)
         // Both hold 2: a third from either would only swap.
         let (refused, report) = slots.admit(5, handle: 105, from: "10.0.0.2", now: at(5))
         #expect(refused == .refuse)
