@@ -1540,6 +1540,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             guard var record = state.peers[remote.peerID] else { return nil }
             record.inboundNext[ObjectIdentifier(connection)] = nil
             state.peers[remote.peerID] = record
+            // The peer timed out our hello on a connection where it had not resumed yet.
+            let failedBeforeResuming = Self.peerFailedBeforeResuming(reason, session: record.session)
             switch record.link.closed(connection, byeDuplicate: reason == .peerSaidBye(reason: Bye.duplicateConnection)) {
             case .ignored:
                 // A tie-break's loser (or a connection never used): nothing changes for the peer.
@@ -1548,13 +1550,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 // The peer kept another connection to us; it is being established.
                 state.peers[remote.peerID] = record
                 armSwitch = (remote.peerID, generation)
-            case .disconnected where record.hasLiveSession && (Self.suspends(reason) || Self.peerFailedBeforeResuming(reason, session: record.session)):
+            case .disconnected where record.hasLiveSession && (Self.suspends(reason) || failedBeforeResuming):
                 // Feature resume: the peer is suspended, not disconnected, and redialled. When it
                 // closed a connection we dialled because our hello came too late, its own dials
                 // are let through first: ours would win the tie-break and time out again.
                 // Only a peer that dials us: one that does not (discovery on our side only)
                 // is redialled as usual, since nobody else would.
-                let heardUsLate = connection.direction == .outbound && record.dialsUs && Self.peerFailedBeforeResuming(reason, session: record.session)
+                let heardUsLate = failedBeforeResuming && connection.direction == .outbound && record.dialsUs
                 if let generation = suspend(&record, reason: error, heardUsLate: heardUsLate, state: &state) {
                     armWindow = (remote.peerID, generation)
                 } else {

@@ -133,7 +133,7 @@ struct HandshakeSlots<ID: Hashable, Handle> {
             // connection) would only swap one stalled handshake for another, at the cost of a
             // whole connection set up and another torn down. It is closed at once instead.
             let held = pending(from: key)
-            if held > 0, held >= victim.count {
+            if held >= victim.count {
                 let total = limits.total
                 return (.refuse, note(key) { $0.refused += 1 } first: {
                     "Refusing new connections from \(Self.describe(key)): all \(total) slots (PeerConfiguration.maximumPendingHandshakes) are held by connections in their handshake, and \(held) of them are its own, as many as any address holds. A connection from an address with fewer evicts the oldest one of the busiest. Counts follow every \(Self.summarySeconds) s while this goes on."

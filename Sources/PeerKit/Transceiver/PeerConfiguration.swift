@@ -181,9 +181,9 @@ public struct PeerConfiguration: Sendable {
     /// a peer whose session is suspended (``resumesSessions``) waits three times as long for the
     /// peer's hello: the peer is known and accepted the connection, so a late hello means a loaded
     /// machine, and starting over would only load it more while the session's window runs. A
-    /// suspended peer that dials us too and closed our dial because our hello reached it late is redialled only
-    /// after four times this plus 0.5 s, so that its own dial, which waits for our hello, gets
-    /// through first.
+    /// suspended peer that dials us too, and that closed our dial because our hello reached it
+    /// late, is redialled only after four times this plus 0.5 s, so that its own dial, which
+    /// waits for our hello, gets through first.
     public var handshakeTimeout: Duration
     /// How long a TCP connect may take. Defaults to 1 s, so that a peer whose link comes back is
     /// redialled quickly rather than behind a long SYN retry.
