@@ -192,14 +192,28 @@ final class TestLink: Sendable {
                     return first.due
                 }) else { return }
                 do { try await clock.sleep(until: NetworkClock.Instant(offset: due)) } catch { return }
-                // Written first, then taken off the queue (this task is its only taker): until
-                // the write is queued on the event loop, the frame still counts as due.
-                guard let frame = state.withLockedValue({ $0.delayed[fromDialler]?.first?.frame }) else { continue }
-                write(frame, fromDialler: fromDialler)
-                state.withLockedValue { state in
-                    if state.delayed[fromDialler]?.isEmpty == false { state.delayed[fromDialler]?.removeFirst() }
+                guard let destination = state.withLockedValue({ fromDialler ? $0.towardsAcceptor : $0.towardsDialler }) else { return }
+                // On the destination's event loop, the frame is written and then taken off the
+                // queue, in one step. Until then it counts as due, and a frame the relay reads
+                // meanwhile queues behind it. Taken off first, or written from this task (which
+                // only queues the write on the loop), a frame read meanwhile would find the
+                // queue empty and be written before it.
+                do {
+                    try await destination.eventLoop.submit { self.passOnFirstDelayed(fromDialler: fromDialler) }.get()
+                } catch {
+                    return
                 }
             }
+        }
+    }
+
+    /// Writes the first delayed frame from one side, then takes it off the queue. Call on the
+    /// destination's event loop.
+    private func passOnFirstDelayed(fromDialler: Bool) {
+        guard let frame = state.withLockedValue({ $0.delayed[fromDialler]?.first?.frame }) else { return }
+        write(frame, fromDialler: fromDialler)
+        state.withLockedValue { state in
+            if state.delayed[fromDialler]?.isEmpty == false { state.delayed[fromDialler]?.removeFirst() }
         }
     }
 

@@ -45,6 +45,44 @@ struct TestNetworkTests {
         await network.shutdown()
     }
 
+    /// A frame read while a delayed one is being passed on must queue behind it. The relay used
+    /// to take a due frame off its queue before the write reached the event loop, so a frame
+    /// read in between found the queue empty and went first: a session's `peerkit.resend`
+    /// arrived after the message behind it (`SessionFaultScheduleTests`, seed 2, once).
+    @Test("frames keep their order when a delay ends while the sender goes on")
+    func delayEndsUnderStream() async throws {
+        let network = TestNetwork()
+        let (alice, bob, received) = try await pair(network)
+        var sent = 0
+        for _ in 0..<100 {
+            // Frames delayed, then the delay ends: the clock moves (the delayed frames are passed
+            // on) while alice sends more, which the relay reads as the queue empties.
+            network.delayFrames(from: alice, to: bob, by: .microseconds(100))
+            for _ in 0..<5 {
+                sent += 1
+                alice.broadcast(Numbered(n: sent))
+            }
+            await network.settle()
+            network.clearFaults()
+            let first = sent + 1
+            sent += 20
+            let stream = Task {
+                for n in first...(first + 19) {
+                    alice.broadcast(Numbered(n: n))
+                    await Task.yield()
+                }
+            }
+            await network.advance(by: .microseconds(100))
+            await stream.value
+        }
+        let total = sent
+        try await network.eventually("bob received every message") { received.withLockedValue { $0.count } == total }
+        let order = received.withLockedValue { $0 }
+        let firstOutOfOrder = zip(order, 1...total).first { $0 != $1 }
+        #expect(firstOutOfOrder == nil, "bob received \(firstOutOfOrder.map { "\($0.0) where \($0.1) was due" } ?? "")")
+        await network.shutdown()
+    }
+
     @Test("eventually fails at once, naming what never happened, when the network is quiet")
     func eventuallyFailsFast() async throws {
         let network = TestNetwork()
