@@ -1,5 +1,6 @@
 import ArgumentParser
 import PeerKit
+import Synchronization
 
 extension Peerkit {
     /// `peerkit tail TYPE`: every message as it arrives.
@@ -9,7 +10,7 @@ extension Peerkit {
             discussion: """
             The inspector dials every peer of the type, so it receives what they broadcast and what they \
             send to it. Requests sent to it are printed and not answered (the requester times out). \
-            Stops on SIGINT, SIGTERM or after --duration.
+            Stops on SIGINT, SIGTERM, after --duration or after --count messages.
             """
         )
 
@@ -19,12 +20,32 @@ extension Peerkit {
         @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
         var duration: Double?
 
+        @Option(help: ArgumentHelp("Stop after printing this many messages.", valueName: "messages"))
+        var count: Int?
+
         @OptionGroup var options: PeerOptions
+
+        func validate() throws {
+            if let count, count < 1 {
+                throw ValidationError("--count must be at least 1: it is the number of messages to print before stopping.")
+            }
+        }
 
         func run() async throws {
             let transceiver = try options.transceiver(serviceType: serviceType)
             let json = options.json
+            let limit = count
+            let (counted, reachedCount) = AsyncStream.makeStream(of: Void.self)
+            let printed = Mutex(0)
             transceiver.receiveUnhandled { message, sender in
+                // With --count, exactly that many are printed; what arrives after is not.
+                let number = printed.withLock { printed -> Int? in
+                    if let limit, printed >= limit { return nil }
+                    printed += 1
+                    return printed
+                }
+                guard let number else { return }
+                defer { if number == limit { reachedCount.yield() } }
                 if json {
                     Output.line(["from": sender.name, "fromID": sender.id, "type": message.type, "payload": Output.value(ofJSON: message.json)])
                 } else {
@@ -47,7 +68,7 @@ extension Peerkit {
             } catch {
                 throw options.fail(error)
             }
-            await StopSignal.wait(seconds: duration)
+            await StopSignal.wait(seconds: duration, orUntil: limit == nil ? nil : counted)
             // Our own leaving disconnects every peer: that is not news, so stop printing first.
             printer.cancel()
             await printer.value

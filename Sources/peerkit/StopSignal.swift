@@ -1,10 +1,20 @@
 import Dispatch
 import Foundation
 
-/// Waits for SIGINT or SIGTERM, or for `seconds` when given: how `browse` and `tail` end.
+/// Waits for SIGINT or SIGTERM, for `seconds` when given, or for `done` to yield when given:
+/// how `browse` and `tail` end.
 enum StopSignal {
-    static func wait(seconds: Double?) async {
+    static func wait(seconds: Double?, orUntil done: AsyncStream<Void>? = nil) async {
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+        let finished = done.map { done in
+            Task {
+                for await _ in done {
+                    continuation.yield()
+                    return
+                }
+            }
+        }
+        defer { finished?.cancel() }
         let sources = [SIGINT, SIGTERM].map { signalNumber in
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())

@@ -149,18 +149,20 @@ struct PeerkitInspectorTests {
         let peer = try await responder(serviceType, name: "shouter")
         defer { peer.stop() }
         let address = try endpoint(of: peer).description
-        let connected = Task {
-            _ = try await peer.waitForPeer(timeout: .seconds(20))
-            // Broadcast a few times: the first may go before the inspector registered its handler.
-            for _ in 0..<20 {
+        // Broadcast until the inspector has printed one and quit: a broadcast before the
+        // inspector connected, or before it registered its handler, reaches nobody.
+        let shouting = Task {
+            _ = try await peer.waitForPeer(timeout: .seconds(60))
+            while !Task.isCancelled {
                 peer.broadcast(Shout(text: "all hands"))
                 try await Task.sleep(for: .milliseconds(100))
             }
         }
-        let result = try await ToolRun.run("peerkit", ["tail", serviceType, "--static", address, "--listen-host", "127.0.0.1", "--json", "--duration", "6"])
-        try await connected.value
+        defer { shouting.cancel() }
+        let result = try await ToolRun.run("peerkit", ["tail", serviceType, "--static", address, "--listen-host", "127.0.0.1", "--json", "--count", "1", "--duration", "60"])
         #expect(result.status == 0, "\(result.standardError)")
         let messages = ToolRun.jsonLines(result.standardOutput).filter { $0["type"] != nil }
+        #expect(messages.count == 1, "--count 1 printed \(messages.count) messages: \(result.standardOutput)")
         let first = try #require(messages.first, "no message in \(result.standardOutput)")
         #expect(first["type"] as? String == "test.Shout")
         #expect(first["from"] as? String == "shouter")
