@@ -183,15 +183,8 @@ struct SessionResumeTests {
         let network = TestNetwork()
         // Bob's handshake timeout (1 s) comes before alice's peer timeout (2.5 s) on a connection
         // where nothing of alice's reaches him.
-        let (alice, bob, _, atBob) = try await pair(network) { $0.handshakeTimeout = .seconds(1) }
-        let aliceEvents = EventRecorder(alice, on: network)
-        let bobEvents = EventRecorder(bob, on: network)
-        let toBob = try #require(alice.connectedPeers.first)
-        for n in 0..<10 { try await alice.send(SessionNumber(n: n), to: [toBob]) }
-        try await network.eventually("bob received 10") { atBob.withLockedValue { $0.count } == 10 }
-        network.partition(alice, bob)
-        await network.advance(by: .seconds(4))
-        for n in 10..<20 { try await alice.send(SessionNumber(n: n), to: [toBob]) }
+        let late = try await lateSetUp(network)
+        let (alice, bob) = (late.alice, late.bob)
         // Nothing of alice's reaches bob, so his handshakes time out and he fails each new
         // connection with peerkit.error, while alice, who got his hello, saw each one
         // established: what a hello delayed past the handshake timeout does on a loaded machine.
@@ -209,7 +202,7 @@ struct SessionResumeTests {
                 }
             }
         }
-        #expect(kinds(aliceEvents).starts(with: ["suspended", "resumed", "suspended"]), "alice saw a connection established and failed by bob: \(kinds(aliceEvents))")
+        #expect(kinds(late.senderEvents).starts(with: ["suspended", "resumed", "suspended"]), "alice saw a connection established and failed by bob: \(kinds(late.senderEvents))")
         // The link drops once more and comes back whole. (Clearing the drop rule on a link that
         // is up would pass what follows a dropped hello on a connection under way, which no
         // real network does.)
@@ -219,42 +212,59 @@ struct SessionResumeTests {
         network.heal(alice, bob)
         for _ in 0..<4 { await network.advance(by: .seconds(1)) }
         try await network.waitUntilConnected(alice, bob)
-        try await network.eventually("bob received 20") { atBob.withLockedValue { $0.count } == 20 }
-        #expect(atBob.withLockedValue { $0 } == Array(0..<20))
-        #expect(!kinds(aliceEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(aliceEvents))")
-        #expect(!kinds(bobEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(bobEvents))")
+        try await network.eventually("bob received 20") { late.atReceiver.withLockedValue { $0.count } == 20 }
+        #expect(late.atReceiver.withLockedValue { $0 } == Array(0..<20))
+        #expect(!kinds(late.senderEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(late.senderEvents))")
+        #expect(!kinds(late.receiverEvents).contains { $0.hasPrefix("disconnected") }, "\(kinds(late.receiverEvents))")
         await network.shutdown()
     }
 
+    /// The peers of a test where one peer's frames reach the other late (``lateSetUp(_:window:senderHasSmallerID:)``).
+    struct Late {
+        let alice: PeerTransceiver
+        let bob: PeerTransceiver
+        /// The peer whose frames are to arrive late, and the other one.
+        let sender: PeerTransceiver
+        let receiver: PeerTransceiver
+        /// The numbers the receiver got from the sender, in order.
+        let atReceiver: NIOLockedValueBox<[Int]>
+        /// Everything each side reported, from before the link was cut.
+        let senderEvents: EventRecorder
+        let receiverEvents: EventRecorder
+    }
+
     /// For the tests where one peer's frames reach the other late. Alice and bob (handshake
-    /// timeout 1 s, resume window `window`) connect; the late one is `sender`: the peer with the
-    /// larger ID, or with `senderHasSmallerID` the smaller. Only connections the other
-    /// (`receiver`) dials can complete (the sender's hello is late, the receiver's prompt); when
-    /// the sender's ID is the smaller, its own dials win the tie-break at its side, so it must
-    /// let the receiver's dials through. The sender sends 0..<10, which arrive; the link is cut
-    /// for 4 s (both suspend), and it sends 10..<20.
-    func lateSetUp(_ network: TestNetwork, window: Duration, senderHasSmallerID: Bool = false) async throws
-        -> (alice: PeerTransceiver, bob: PeerTransceiver, sender: PeerTransceiver, receiver: PeerTransceiver, atReceiver: NIOLockedValueBox<[Int]>, receiverEvents: EventRecorder) {
+    /// timeout 1 s, resume window `window`) connect; the late one is `sender`: alice when
+    /// `senderHasSmallerID` is nil, else the peer with the larger ID, or with
+    /// `senderHasSmallerID` the smaller. Only connections the other (`receiver`) dials can
+    /// complete (the sender's hello is late, the receiver's prompt); when the sender's ID is the
+    /// smaller, its own dials win the tie-break at its side, so it must let the receiver's
+    /// dials through. The sender sends 0..<10, which arrive; the link is cut for 4 s (both
+    /// suspend), and it sends 10..<20.
+    func lateSetUp(_ network: TestNetwork, window: Duration = .seconds(30), senderHasSmallerID: Bool? = nil) async throws -> Late {
         let (alice, bob, atAlice, atBob) = try await pair(network) {
             $0.handshakeTimeout = .seconds(1)
             $0.sessionResumeWindow = window
         }
         let aliceIsSmaller = alice.peerID.utf8.lexicographicallyPrecedes(bob.peerID.utf8)
-        let (sender, receiver, atReceiver) = aliceIsSmaller != senderHasSmallerID ? (bob, alice, atAlice) : (alice, bob, atBob)
-        let receiverEvents = EventRecorder(receiver, on: network)
+        let bobSends = senderHasSmallerID.map { aliceIsSmaller != $0 } ?? false
+        let (sender, receiver, atReceiver) = bobSends ? (bob, alice, atAlice) : (alice, bob, atBob)
+        let late = Late(alice: alice, bob: bob, sender: sender, receiver: receiver, atReceiver: atReceiver,
+                        senderEvents: EventRecorder(sender, on: network), receiverEvents: EventRecorder(receiver, on: network))
         let peer = try #require(sender.connectedPeers.first)
         for n in 0..<10 { try await sender.send(SessionNumber(n: n), to: [peer]) }
         try await network.eventually("the receiver got 10") { atReceiver.withLockedValue { $0.count } == 10 }
         network.partition(alice, bob)
         await network.advance(by: .seconds(4))
         for n in 10..<20 { try await sender.send(SessionNumber(n: n), to: [peer]) }
-        return (alice, bob, sender, receiver, atReceiver, receiverEvents)
+        return late
     }
 
     @Test("a redial of a suspended peer waits three handshake timeouts for the peer's hello: a peer that answers late (a loaded machine) resumes, instead of failing every attempt until its window runs out; whichever side is slow", arguments: [false, true])
     func lateHelloResumes(senderHasSmallerID: Bool) async throws {
         let network = TestNetwork()
-        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = try await lateSetUp(network, window: .seconds(20), senderHasSmallerID: senderHasSmallerID)
+        let late = try await lateSetUp(network, window: .seconds(20), senderHasSmallerID: senderHasSmallerID)
+        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = (late.alice, late.bob, late.sender, late.receiver, late.atReceiver, late.receiverEvents)
         // Everything of the sender's reaches the receiver 2 s late: after its handshake timeout
         // (1 s), within three of them. The receiver's redials wait that long.
         network.delayFrames(from: sender, to: receiver, by: .seconds(2))
@@ -271,7 +281,8 @@ struct SessionResumeTests {
     @Test("a connection that dies before the peer's resume arrived on it leaves the peer suspended, not half resumed: its redials still wait three handshake timeouts, and it resumes; whichever side is slow", arguments: [false, true])
     func diesWhileResuming(senderHasSmallerID: Bool) async throws {
         let network = TestNetwork()
-        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = try await lateSetUp(network, window: .seconds(30), senderHasSmallerID: senderHasSmallerID)
+        let late = try await lateSetUp(network, window: .seconds(30), senderHasSmallerID: senderHasSmallerID)
+        let (alice, bob, sender, receiver, atReceiver, receiverEvents) = (late.alice, late.bob, late.sender, late.receiver, late.atReceiver, late.receiverEvents)
         // Back, but of the sender's frames only its hello, pings and pongs reach the receiver: its
         // resume does not, so the receiver's session waits for it on the new connection.
         network.dropFrames(from: sender, to: receiver) { !["peerkit.hello", "peerkit.ping", "peerkit.pong"].contains($0.type ?? "") }
