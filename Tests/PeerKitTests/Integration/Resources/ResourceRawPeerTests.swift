@@ -15,6 +15,9 @@ struct ResourceRawPeerTests {
         var configuration = loopbackConfiguration(serviceType: serviceType, name: "receiver")
         // A raw peer answers no pings: a loaded machine must not lose it to the heartbeat mid-test.
         configuration.peerTimeout = .seconds(60)
+        // Nor to the handshake timeout: with every suite running at once on 2 cores, the test's
+        // task once waited more than the default 5 s between connecting and sending its hello.
+        configuration.handshakeTimeout = .seconds(60)
         configure(&configuration)
         let receiver = PeerTransceiver(configuration: configuration)
         try await receiver.start()
