@@ -1540,8 +1540,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             guard var record = state.peers[remote.peerID] else { return nil }
             record.inboundNext[ObjectIdentifier(connection)] = nil
             state.peers[remote.peerID] = record
-            // The peer timed out our hello on a connection where it had not resumed yet.
-            let failedBeforeResuming = Self.peerFailedBeforeResuming(reason, session: record.session)
             switch record.link.closed(connection, byeDuplicate: reason == .peerSaidBye(reason: Bye.duplicateConnection)) {
             case .ignored:
                 // A tie-break's loser (or a connection never used): nothing changes for the peer.
@@ -1550,29 +1548,27 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 // The peer kept another connection to us; it is being established.
                 state.peers[remote.peerID] = record
                 armSwitch = (remote.peerID, generation)
-            case .disconnected where record.hasLiveSession && (Self.suspends(reason) || failedBeforeResuming):
-                // Feature resume: the peer is suspended, not disconnected, and redialled. When it
-                // closed a connection we dialled because our hello came too late, its own dials
-                // are let through first: ours would win the tie-break and time out again.
-                // Only a peer that dials us: one that does not (discovery on our side only)
-                // is redialled as usual, since nobody else would.
-                let heardUsLate = failedBeforeResuming && connection.direction == .outbound && record.dialsUs
-                if let generation = suspend(&record, reason: error, heardUsLate: heardUsLate, state: &state) {
-                    armWindow = (remote.peerID, generation)
-                } else {
-                    suspendedAgain = true
-                }
             case .disconnected:
-                if let error { state.rememberFailure(error, of: remote.peerID) }
-                if var session = record.session {
-                    state.waitersToResume += session.end(error ?? .connectionClosed(peer: record.peer.name))
-                    record.session = nil
-                    record.inboundNext = [:]
-                    if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-                    record.windowTimer = nil
+                // Suspended (feature resume) or disconnected: PeerLoss decides, this carries it out.
+                switch PeerLoss.connectionClosed(reason, direction: connection.direction, session: record.session, peerDialsUs: record.dialsUs, refused: refused) {
+                case let .suspend(heardUsLate):
+                    if let generation = suspend(&record, reason: error, heardUsLate: heardUsLate, state: &state) {
+                        armWindow = (remote.peerID, generation)
+                    } else {
+                        suspendedAgain = true
+                    }
+                case let .disconnect(redial):
+                    if let error { state.rememberFailure(error, of: remote.peerID) }
+                    if var session = record.session {
+                        state.waitersToResume += session.end(error ?? .connectionClosed(peer: record.peer.name))
+                        record.session = nil
+                        record.inboundNext = [:]
+                        if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
+                        record.windowTimer = nil
+                    }
+                    disconnected(&record, reason: error, state: &state)
+                    if redial, state.peers[remote.peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
                 }
-                disconnected(&record, reason: error, state: &state)
-                if !refused, state.peers[remote.peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
             }
             return nil
         }
@@ -1654,9 +1650,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                   let waiters = record.link.graceExpired(generation: generation) else { return [] }
             record.switchTimer = nil
             let reason = PeerKitError.connectionClosed(peer: record.peer.name)
-            if record.hasLiveSession {
+            switch PeerLoss.winnerNeverArrived(session: record.session) {
+            case .suspend:
                 armWindow = suspend(&record, reason: reason, state: &state).map { ($0, record.peer.name) }
-            } else {
+            case .disconnect:
                 disconnected(&record, reason: reason, state: &state)
                 if state.peers[peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
             }
@@ -1774,28 +1771,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     // MARK: Sessions (feature resume)
-
-    /// Whether a connection that ended for `reason` suspends its peer's session instead of
-    /// disconnecting it: the link died (silence, a reset, a close without bye), nobody chose to end it.
-    static func suspends(_ reason: ConnectionStateMachine.CloseReason) -> Bool {
-        switch reason {
-        case .connectionLost, .transportError, .failed(.timedOut): return true
-        default: return false
-        }
-    }
-
-    /// Whether the peer failed the connection because its handshake timed out (our hello reached
-    /// it late, on a loaded machine) while ours completed, before its `peerkit.resume` arrived:
-    /// the peer never counted the connection, and nothing of the session went over it either
-    /// way, so the peer still holds the session as it was. It is suspended here too, not ended
-    /// (ending it made the peer's next resume a protocol violation, and both sides started over,
-    /// losing what was pending). Other failures the peer sends before its resume (its admission
-    /// hook, a hello it refuses) are its decision, and end the session as before.
-    static func peerFailedBeforeResuming(_ reason: ConnectionStateMachine.CloseReason, session: Session?) -> Bool {
-        guard case let .peerFailed(said) = reason, said.contains(ConnectionStateMachine.helloTimeoutReason),
-              let session, case .resuming = session.phase else { return false }
-        return true
-    }
 
     /// Sets up `record`'s session for a connection whose handshake completed: the same session
     /// when the same run of the same authenticated peer comes back, else a new one (what was
