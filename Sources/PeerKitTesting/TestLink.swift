@@ -37,6 +37,12 @@ final class TestLink: Sendable {
         /// not deliver and sends it again once the path is back, and passed on when the partition
         /// heals (``releaseHeld()``), unless the connection closed meanwhile.
         var held: [Bool: [TestFrame]] = [:]
+        /// Sides whose end of output (a half-close after a bye) waits behind their delayed or held
+        /// frames, as a FIN waits behind the data before it: passed on once the last of them is.
+        var outputEndsAfterQueue: Set<Bool> = []
+        /// A side (true: the dialler) that closed its socket while frames from it were still
+        /// delayed or held: the link is cut once the last of them is passed on.
+        var cutAfterQueueOf: Bool?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -212,9 +218,32 @@ final class TestLink: Sendable {
     private func passOnFirstDelayed(fromDialler: Bool) {
         guard let frame = state.withLockedValue({ $0.delayed[fromDialler]?.first?.frame }) else { return }
         write(frame, fromDialler: fromDialler)
-        state.withLockedValue { state in
+        let (endOutput, cut) = state.withLockedValue { state -> (Bool, Bool) in
             if state.delayed[fromDialler]?.isEmpty == false { state.delayed[fromDialler]?.removeFirst() }
+            guard Self.drained(state, from: fromDialler) else { return (false, false) }
+            let cut = state.cutAfterQueueOf == fromDialler
+            if cut { state.cutAfterQueueOf = nil }
+            return (state.outputEndsAfterQueue.remove(fromDialler) != nil, cut)
         }
+        if endOutput { endOutputNow(fromDialler: fromDialler) }
+        if cut { self.cut() }
+    }
+
+    /// Whether no frame from one side (true: the dialler) waits, delayed or held.
+    private static func drained(_ state: State, from fromDialler: Bool) -> Bool {
+        state.delayed[fromDialler]?.isEmpty != false && state.held[fromDialler]?.isEmpty != false
+    }
+
+    /// The relay's channel to one side (true: the dialler) closed: that side's socket closed
+    /// (or failed). The link is cut, as a TCP connection ends; behind frames from that side
+    /// still delayed or held, once they are passed on (its FIN, or reset, travels behind them).
+    func sideClosed(fromDialler: Bool) {
+        let now = state.withLockedValue { state -> Bool in
+            guard !state.closed, !Self.drained(state, from: fromDialler) else { return true }
+            state.cutAfterQueueOf = fromDialler
+            return false
+        }
+        if now { cut() }
     }
 
     /// Reads from a side only while the network lets its reader read and the other side can take the bytes.
@@ -228,7 +257,18 @@ final class TestLink: Sendable {
     }
 
     /// A side ended its output (a half-close after a bye): the other side sees end of input.
+    /// Behind frames still delayed or held from that side, it waits for the last of them to be
+    /// passed on (a FIN comes after the data before it).
     func inputClosed(fromDialler: Bool) {
+        let now = state.withLockedValue { state -> Bool in
+            guard !Self.drained(state, from: fromDialler) else { return true }
+            state.outputEndsAfterQueue.insert(fromDialler)
+            return false
+        }
+        if now { endOutputNow(fromDialler: fromDialler) }
+    }
+
+    private func endOutputNow(fromDialler: Bool) {
         let destination = state.withLockedValue { fromDialler ? $0.towardsAcceptor : $0.towardsDialler }
         destination?.close(mode: .output, promise: nil)
     }
@@ -353,7 +393,7 @@ final class RelayHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         // One side closed: so does the other, as a TCP connection would.
-        link.cut()
+        link.sideClosed(fromDialler: fromDialler)
         context.fireChannelInactive()
     }
 

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import PeerKit
 import PeerKitTesting
 import Testing
@@ -28,6 +29,31 @@ struct ClosePathTests {
         #expect(reason == nil)
         try await events.waitFor("bob removed") { if case .peerRemoved = $0 { true } else { false } }
         #expect(alice.availablePeers.isEmpty)
+        await network.shutdown()
+    }
+
+    /// The test network used to pass a side's end of output on at once, ahead of its delayed
+    /// frames: the survivor saw the connection end without a bye, lost the messages, and, with
+    /// sessions, suspended a peer that had stopped.
+    @Test("a peer that stops while its frames arrive late: its last messages and then its bye arrive, in that order")
+    func byeBehindLateFrames() async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice")
+        let bob = try await network.startTransceiver(named: "bob")
+        let received = NIOLockedValueBox<[Int]>([])
+        alice.receive(Numbered.self) { message in received.withLockedValue { $0.append(message.n) } }
+        try await network.waitUntilConnected(alice, bob)
+        let events = EventRecorder(alice, on: network)
+
+        network.delayFrames(from: bob, to: alice, by: .milliseconds(500))
+        for n in 1...3 { bob.broadcast(Numbered(n: n)) }
+        let stopping = Task { await bob.shutdown() }
+        await network.advance(by: .milliseconds(500))
+        let (_, reason) = try await disconnection(of: "bob", in: events)
+        await stopping.value
+        #expect(reason == nil, "bob's bye did not arrive: \(String(describing: reason))")
+        #expect(received.withLockedValue { $0 } == [1, 2, 3])
+        #expect(!events.events.contains { if case .peerSuspended = $0 { true } else { false } })
         await network.shutdown()
     }
 
