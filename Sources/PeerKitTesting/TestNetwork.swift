@@ -312,9 +312,9 @@ public final class TestNetwork: Sendable {
     /// connections stay open until a heartbeat notices; what is sent on them meanwhile is held,
     /// as TCP holds what it cannot deliver, and arrives, late and in order, on a connection still
     /// open when the partition heals (one closed meanwhile loses it). A connection that stays up
-    /// never loses a frame in between, as on a real network. A side's end of output after its
-    /// `bye` waits behind what is held, as a FIN does; a connection cut (a crash, a heartbeat
-    /// timeout) ends at once.
+    /// never loses a frame in between, as on a real network. A side's close (the end of output
+    /// after its `bye`, or its socket closing after a heartbeat timeout) waits behind what is held
+    /// from it, as a FIN does; a killed member's connections (``kill(_:)``) end at once.
     public func partition(_ a: some TestNetworkMember, _ b: some TestNetworkMember) {
         state.withLockedValue { _ = $0.partitions.insert(NodePair(a.testNodeID, b.testNodeID)) }
     }
@@ -342,8 +342,8 @@ public final class TestNetwork: Sendable {
     }
 
     /// Holds every frame from `sender` to `receiver` for `delay` on the network's clock before
-    /// passing it on, in order; until ``clearFaults()``. The sender's end of output after its
-    /// `bye` comes after the frames before it, late too.
+    /// passing it on, in order; until ``clearFaults()``. The sender's close comes after the frames
+    /// before it, late too.
     public func delayFrames(from sender: some TestNetworkMember, to receiver: some TestNetworkMember, by delay: Duration) {
         let direction = Direction(from: sender.testNodeID, to: receiver.testNodeID)
         state.withLockedValue { $0.delays[direction] = delay }
