@@ -45,10 +45,16 @@ struct PeerOptions: ParsableArguments {
     @Flag(help: "Print one JSON object per line instead of text.")
     var json = false
 
-    @Flag(help: "Log what PeerKit does to standard error.")
+    @Flag(help: "Log what PeerKit does to standard error (--log-level debug).")
     var verbose = false
 
+    @Option(help: ArgumentHelp("Log what PeerKit does at this level and above to standard error: trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var logLevel: Logger.Level?
+
     func validate() throws {
+        if verbose, let logLevel, logLevel != .debug {
+            throw ValidationError("--verbose means --log-level debug, and --log-level \(logLevel) was given too: give one of them.")
+        }
         for entry in staticPeers where PeerEndpoint(entry) == nil {
             throw ValidationError("\"\(entry)\" is not HOST:PORT; write for example --static 127.0.0.1:7000.")
         }
@@ -102,7 +108,7 @@ struct PeerOptions: ParsableArguments {
             throw ValidationError(error.description)
         }
         var logger = Logger(label: "peerkit") { StreamLogHandler.standardError(label: $0) }
-        logger.logLevel = verbose ? .debug : .critical
+        logger.logLevel = logLevel ?? (verbose ? .debug : .critical)
         configuration.logger = logger
         return configuration
     }
@@ -168,3 +174,6 @@ struct PeerOptions: ParsableArguments {
         return status.exitCode
     }
 }
+
+/// `--log-level notice`: a level by its name in swift-log (`Logger.Level`'s raw value).
+extension Logger.Level: @retroactive ExpressibleByArgument {}

@@ -143,6 +143,21 @@ struct PeerkitInspectorTests {
         #expect(!result.standardError.isEmpty)
     }
 
+    @Test("--log-level notice logs PeerKit's notices to stderr without its debug lines; an unknown level, or one beside --verbose, is refused")
+    func logLevel() async throws {
+        let result = try await ToolRun.run("peerkit", ["ping", randomServiceType(), "ghost", "--static", "127.0.0.1:9", "--listen-host", "127.0.0.1", "--timeout", "1", "--log-level", "notice"])
+        #expect(result.status == 69)
+        #expect(result.standardError.contains(" notice peerkit: [PeerKit] Cannot reach \"127.0.0.1:9\""), "\(result.standardError)")
+        #expect(!result.standardError.contains(" debug peerkit:"), "\(result.standardError)")
+
+        let unknown = try await ToolRun.run("peerkit", ["ping", randomServiceType(), "ghost", "--log-level", "loud"])
+        #expect(unknown.status == 64)
+        #expect(unknown.standardError.contains("loud"), "\(unknown.standardError)")
+        let both = try await ToolRun.run("peerkit", ["ping", randomServiceType(), "ghost", "--verbose", "--log-level", "info"])
+        #expect(both.status == 64)
+        #expect(both.standardError.contains("--verbose means --log-level debug, and --log-level info was given too"), "\(both.standardError)")
+    }
+
     @Test("peerkit tail prints a broadcast message with its sender, wire key and payload")
     func tail() async throws {
         let serviceType = randomServiceType()
