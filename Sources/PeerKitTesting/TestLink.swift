@@ -218,15 +218,15 @@ final class TestLink: Sendable {
     private func passOnFirstDelayed(fromDialler: Bool) {
         guard let frame = state.withLockedValue({ $0.delayed[fromDialler]?.first?.frame }) else { return }
         write(frame, fromDialler: fromDialler)
-        let (endOutput, cut) = state.withLockedValue { state -> (Bool, Bool) in
+        let (endOutput, cutLink) = state.withLockedValue { state -> (Bool, Bool) in
             if state.delayed[fromDialler]?.isEmpty == false { state.delayed[fromDialler]?.removeFirst() }
             guard Self.drained(state, from: fromDialler) else { return (false, false) }
-            let cut = state.cutAfterQueueOf == fromDialler
-            if cut { state.cutAfterQueueOf = nil }
-            return (state.outputEndsAfterQueue.remove(fromDialler) != nil, cut)
+            let cutLink = state.cutAfterQueueOf == fromDialler
+            if cutLink { state.cutAfterQueueOf = nil }
+            return (state.outputEndsAfterQueue.remove(fromDialler) != nil, cutLink)
         }
         if endOutput { endOutputNow(fromDialler: fromDialler) }
-        if cut { self.cut() }
+        if cutLink { cut() }
     }
 
     /// Whether no frame from one side (true: the dialler) waits, delayed or held.

@@ -1653,9 +1653,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             switch PeerLoss.winnerNeverArrived(session: record.session) {
             case .suspend:
                 armWindow = suspend(&record, reason: reason, state: &state).map { ($0, record.peer.name) }
-            case .disconnect:
+            case let .disconnect(redial):
                 disconnected(&record, reason: reason, state: &state)
-                if state.peers[peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
+                if redial, state.peers[peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
             }
             return waiters
         }
