@@ -139,13 +139,14 @@ class Suite:
                       result_from="server", timeout=120)
         return result
 
-    def peerkit_rtt(self, pin, security="none", sessions=False):
+    def peerkit_rtt(self, pin, security="none", sessions=False, one_loop=False):
         service = self.service_type()
+        loop = ["--one-loop"] if one_loop else []
         return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120",
-                            *security_option(security), *sessions_option(sessions)], pin),
+                            *security_option(security), *sessions_option(sessions), *loop], pin),
                     pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
                             "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120",
-                            *security_option(security), *sessions_option(sessions)], pin),
+                            *security_option(security), *sessions_option(sessions), *loop], pin),
                     timeout=120)
 
     def peerkit_resource(self, size):
@@ -342,6 +343,12 @@ class Suite:
             self.measure_many({f"pk.rtt.{label}.p50": (f"PeerKit request/reply p50, {label}", "µs", "p50us", True),
                                f"pk.rtt.{label}.p99": (f"PeerKit request/reply p99, {label}", "µs", "p99us", True)},
                               runs, lambda pin=pin: self.peerkit_rtt(pin))
+        # Handlers and the requester on the transceiver's one event loop (EventLoopTaskExecutor):
+        # what the thread hand-offs of the default cost.
+        for pin, label in ((True, "pinned"), (False, "unpinned")):
+            self.measure_many({f"pk.rtt.loop.{label}.p50": (f"PeerKit request/reply p50, one event loop, {label}", "µs", "p50us", True),
+                               f"pk.rtt.loop.{label}.p99": (f"PeerKit request/reply p99, one event loop, {label}", "µs", "p99us", True)},
+                              runs, lambda pin=pin: self.peerkit_rtt(pin, one_loop=True))
         self.log("PeerKit resources: 1 GiB between two processes, against a raw C copy of the same bytes in this run")
         resource_size = (1 << 30) if not self.args.quick else (64 << 20)
         self.measure("raw.tput.1g", "raw C copy of the resource's bytes (256 KiB frames)", "MB/s", runs,

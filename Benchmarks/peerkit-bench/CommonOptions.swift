@@ -26,6 +26,11 @@ struct CommonOptions: ParsableArguments {
     @Flag(help: "Turn resumable sessions (feature resume) on, to measure what they cost.")
     var sessions = false
 
+    /// Whether the measured transceivers run on one event loop, with their handlers on it
+    /// (PeerConfiguration.handlerExecutor), and `ping`'s requesting task too.
+    @Flag(help: "Run the transceiver, its handlers and ping's requests on one event loop (EventLoopTaskExecutor).")
+    var oneLoop = false
+
     /// ``security`` as PeerKit's setting. The psk key is fixed, so that separate processes share it
     /// (loopback only: it protects nothing).
     var peerSecurity: PeerSecurity {

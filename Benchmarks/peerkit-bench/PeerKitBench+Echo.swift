@@ -17,7 +17,7 @@ extension PeerKitBench {
             common.startWatchdog("The echo server")
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "echo",
                                                     discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
-                                                    resumesSessions: common.sessions)
+                                                    resumesSessions: common.sessions, oneLoop: common.oneLoop)
             transceiver.respond(to: BenchPayload.self) { request, _ in request }
             let events = transceiver.events()
             try await transceiver.start()

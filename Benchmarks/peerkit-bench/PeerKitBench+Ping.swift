@@ -27,7 +27,7 @@ extension PeerKitBench {
             let endpoints = BenchTransceiver.endpoints([connect])
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "ping",
                                                     discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity,
-                                                    resumesSessions: common.sessions)
+                                                    resumesSessions: common.sessions, oneLoop: common.oneLoop)
             let connectBegin = ContinuousClock.now
             try await transceiver.start()
             guard let peer = await transceiver.waitForConnectedPeers(1).first else {
@@ -35,20 +35,26 @@ extension PeerKitBench {
             }
             let connectMilliseconds = ContinuousClock.now.seconds(since: connectBegin) * 1000
             let template = BenchPayload(size: size, seq: 0)
-            var samples: [Double] = []
-            samples.reserveCapacity(count)
-            let clock = ContinuousClock()
-            for index in 0..<(warmup + count) {
-                let begin = clock.now
-                let reply = try await transceiver.request(template.with(seq: index), to: peer,
-                                                          expecting: BenchPayload.self, timeout: .seconds(10))
-                let end = clock.now
-                guard reply.seq == index else {
-                    Report.fail("Request \(index) was answered with the reply to \(reply.seq).")
+            let timed = count, warmup = warmup
+            // With --one-loop the requests are made from the transceiver's loop, as
+            // EventLoopTaskExecutor's documentation shows; otherwise from the task's own thread.
+            let samples = try await withTaskExecutorPreference(common.oneLoop ? BenchTransceiver.oneLoop : nil) {
+                var samples: [Double] = []
+                samples.reserveCapacity(timed)
+                let clock = ContinuousClock()
+                for index in 0..<(warmup + timed) {
+                    let begin = clock.now
+                    let reply = try await transceiver.request(template.with(seq: index), to: peer,
+                                                              expecting: BenchPayload.self, timeout: .seconds(10))
+                    let end = clock.now
+                    guard reply.seq == index else {
+                        Report.fail("Request \(index) was answered with the reply to \(reply.seq).")
+                    }
+                    if index >= warmup {
+                        samples.append(end.seconds(since: begin) * 1e6)
+                    }
                 }
-                if index >= warmup {
-                    samples.append(end.seconds(since: begin) * 1e6)
-                }
+                return samples
             }
             var summary = LatencySummary(samples: samples)
             summary.connectMs = connectMilliseconds

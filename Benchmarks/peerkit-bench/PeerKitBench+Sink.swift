@@ -41,7 +41,7 @@ extension PeerKitBench {
             for (index, counter) in counters.enumerated() {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
                                                         discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
-                                                    resumesSessions: common.sessions)
+                                                    resumesSessions: common.sessions, oneLoop: common.oneLoop)
                 counter.install(on: transceiver)
                 transceiver.reportLostPeers(as: "sink-\(index)")
                 try await transceiver.start()

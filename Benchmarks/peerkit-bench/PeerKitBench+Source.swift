@@ -51,7 +51,7 @@ extension PeerKitBench {
             let endpoints = BenchTransceiver.endpoints(connect)
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "source",
                                                     discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity,
-                                                    resumesSessions: common.sessions)
+                                                    resumesSessions: common.sessions, oneLoop: common.oneLoop)
             transceiver.reportLostPeers(as: "source")
             try await transceiver.start()
             let peers = await transceiver.waitForConnectedPeers(endpoints.count)

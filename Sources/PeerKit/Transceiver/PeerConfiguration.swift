@@ -217,6 +217,17 @@ public struct PeerConfiguration: Sendable {
     public var metricsFactory: (any MetricsFactory)?
     /// The event loops that run the sockets. Defaults to NIO's shared singleton group.
     public var eventLoopGroup: any EventLoopGroup
+    /// Where message handlers run. nil (the default): on Swift's global concurrent executor,
+    /// off the event loops, so that a handler that blocks or runs for seconds holds up no
+    /// connection and no heartbeat.
+    ///
+    /// An ``EventLoopTaskExecutor`` over the one loop of ``eventLoopGroup`` runs handlers where
+    /// the messages are read, and writes their replies without waking another thread: a
+    /// request/reply costs two thread wake-ups fewer on the answering side. The price is that a
+    /// handler that blocks holds up every connection of that loop, and one that blocks longer
+    /// than the peers' ``peerTimeout`` gets this transceiver disconnected from them all. See
+    /// ``EventLoopTaskExecutor``.
+    public var handlerExecutor: (any TaskExecutor)?
     /// The clock every PeerKit timer reads: heartbeats and peer expiry, the handshake and connect
     /// timeouts, reconnect back-off, request timeouts, ``PeerTransceiver/waitForPeer(timeout:where:)``,
     /// the admission timeout, the tie-break grace period and the deadlines for closing a
@@ -271,6 +282,7 @@ public struct PeerConfiguration: Sendable {
         self.logger = Logger(label: "PeerKit")
         self.metricsFactory = nil
         self.eventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        self.handlerExecutor = nil
         self.clock = ContinuousClock()
         self.transport = nil
     }

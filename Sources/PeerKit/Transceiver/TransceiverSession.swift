@@ -130,7 +130,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
     /// tasks until ``stop()``. Returns once both have ended and every connection is closed.
     func run(callbacks: AsyncStream<PeerEvent>, onStart: @escaping @Sendable (Result<Int?, any Error>) -> Void) async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.dispatcher.run() }
+            group.addTask(executorPreference: configuration.handlerExecutor) { await self.dispatcher.run() }
             group.addTask { await self.tasks.run() }
             group.addTask { await self.hub.deliverCallbacks(callbacks) }
             do {
