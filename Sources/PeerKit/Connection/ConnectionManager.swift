@@ -12,7 +12,9 @@ import NIOPosix
 /// peers (``send(_:to:)``, ``sendWithoutWaiting(_:to:)``, ``broadcast(_:)``), never to a
 /// connection chosen by the caller.
 ///
-/// State lives behind one lock, and nothing is called with it held. Events for the
+/// State lives behind one lock, and nothing is called with it held but a ``PeerConnection``'s
+/// own lock, a leaf (a session's frames are appended to a connection's outbox in numbering
+/// order, and a connection's peer and address are read). Events for the
 /// ``ConnectionManagerDelegate`` are queued under that lock, in the order the state changed, and
 /// delivered after it is released by whichever thread finds the queue unclaimed; so the delegate
 /// still sees events in order. Timers to cancel, redials to arm and dropped messages to credit
@@ -1101,9 +1103,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     record.attempts[endpoint] = nil
                     state.services[key] = record
                 }
-                self.updatePlan(key: key, generation: generation) {
-                    $0.attemptFailed(endpoint, reason: "connecting to \(endpoint) failed: \(Self.describe(error))")
-                }
+                // Described before the lock: the error may come from a transport of the user's.
+                let reason = "connecting to \(endpoint) failed: \(Self.describe(error))"
+                self.updatePlan(key: key, generation: generation) { $0.attemptFailed(endpoint, reason: reason) }
             }
         }
     }

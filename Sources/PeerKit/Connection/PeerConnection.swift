@@ -407,6 +407,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var frames = 0
         var more = false
         while true {
+            // Read before the lock, which stays a leaf; each write below may change it.
+            let writable = everything || channel.isWritable
             let next = state.withLockedValue { state -> (ByteBuffer, ByteBuffer?)? in
                 if !state.urgent.isEmpty { return (state.urgent.removeFirst(), nil) }
                 if !everything, frames >= Self.framesPerDrain, !state.queued.isEmpty {
@@ -416,13 +418,13 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     more = true
                     return nil
                 }
-                if state.queued.isEmpty, everything || channel.isWritable, let chunk = state.bulk {
+                if state.queued.isEmpty, writable, let chunk = state.bulk {
                     state.bulk = nil
                     released += state.bulkWaiters
                     state.bulkWaiters = []
                     return (chunk.head, chunk.data)
                 }
-                guard everything || channel.isWritable, let frame = state.queued.popFirst() else {
+                guard writable, let frame = state.queued.popFirst() else {
                     state.drainScheduled = false
                     if state.queuedBytes <= Self.outboxLowWatermark {
                         released += state.writabilityWaiters.values

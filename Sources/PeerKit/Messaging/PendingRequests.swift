@@ -54,22 +54,22 @@ final class PendingRequests: Sendable {
     /// Resumes the request `envelope.replyTo` answers; false when none is waiting (late or foreign reply).
     func resolve(_ envelope: Envelope, from peerID: String) -> Bool {
         guard let id = envelope.replyTo else { return false }
-        let (accepted, entry) = pending.withLockedValue { pending -> (Bool, Entry?) in
-            guard var entry = pending[id], entry.peerID == peerID, entry.early == nil else { return (false, nil) }
+        // The timer is cancelled after the lock: with a test clock, cancelling runs its own code.
+        let (accepted, entry, timeout) = pending.withLockedValue { pending -> (Bool, Entry?, PeerTimer?) in
+            guard var entry = pending[id], entry.peerID == peerID, entry.early == nil else { return (false, nil, nil) }
             guard entry.continuation != nil else {
                 // Answered before its caller waits for it: kept for attach(id:continuation:).
+                let timeout = entry.timeout
                 entry.early = .success(envelope)
-                entry.timeout?.cancel()
                 entry.timeout = nil
                 pending[id] = entry
-                return (true, nil)
+                return (true, nil, timeout)
             }
-            return (true, pending.removeValue(forKey: id))
+            let waiting = pending.removeValue(forKey: id)
+            return (true, waiting, waiting?.timeout)
         }
-        if let entry, let continuation = entry.continuation {
-            entry.timeout?.cancel()
-            continuation.resume(returning: envelope)
-        }
+        timeout?.cancel()
+        entry?.continuation?.resume(returning: envelope)
         return accepted
     }
 

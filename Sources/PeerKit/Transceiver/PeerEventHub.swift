@@ -35,7 +35,7 @@ final class PeerEventHub: Sendable {
     }
 
     /// The events of a run that is starting, for ``deliverCallbacks(_:)``: every event published
-    /// until ``publishStopped()`` or ``endCallbacks()``.
+    /// until the run ends (``detachCallbacks()``).
     func beginCallbacks() -> AsyncStream<PeerEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: PeerEvent.self)
         let previous = callbackRun.withLockedValue { current in
@@ -46,12 +46,20 @@ final class PeerEventHub: Sendable {
         return stream
     }
 
-    /// Ends the current run's closure events (a run that failed to start).
-    func endCallbacks() {
+    /// Takes the current run's closure events away, so that nothing is published to them any
+    /// more; the run that ends finishes them (``publishStopped(callbacks:)``, or `finish()` for a
+    /// run that failed to start). Taken under the lock that ends the run, so that a run starting
+    /// right after never has its own events finished by the one that ended.
+    func detachCallbacks() -> AsyncStream<PeerEvent>.Continuation? {
         callbackRun.withLockedValue { current in
             defer { current = nil }
             return current
-        }?.finish()
+        }
+    }
+
+    /// Ends the current run's closure events.
+    func endCallbacks() {
+        detachCallbacks()?.finish()
     }
 
     /// Calls the closures for each event of one run, one at a time, until the run ends. Runs as a
@@ -71,10 +79,11 @@ final class PeerEventHub: Sendable {
     }
 
     /// Delivers ``PeerEvent/stopped`` and then finishes every subscriber's stream: a stream
-    /// belongs to one run of the transceiver. The closures keep working across restarts.
-    func publishStopped() {
+    /// belongs to one run of the transceiver. `callbacks` are the ended run's closure events
+    /// (``detachCallbacks()``); the closures keep working across restarts.
+    func publishStopped(callbacks run: AsyncStream<PeerEvent>.Continuation?) {
         for observer in observers.withLockedValue({ Array($0.values) }) { observer(.stopped) }
-        if let run = callbackRun.withLockedValue({ current in defer { current = nil }; return current }) {
+        if let run {
             run.yield(.stopped)
             run.finish()
         }

@@ -179,9 +179,12 @@ public final class PeerTransceiver: Service, Sendable {
     private func beginStart() throws(PeerKitError) -> (TransceiverSession, AsyncStream<PeerEvent>)? {
         try configuration.validate()
         let security = try WireSecurity(security: configuration.security, serviceType: configuration.serviceType)
+        guard case .idle = lifecycle.withLockedValue({ $0 }) else { return nil }
+        // Made before the lock: making it calls the user's code (a `.custom` discovery's factory,
+        // the event loop group). A session that loses a race with another start is never started.
+        let session = TransceiverSession(configuration: configuration, clock: clock, security: security, peerID: peerID, registry: registry, resourceRegistry: resourceRegistry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
         return lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>)? in
             guard case .idle = lifecycle else { return nil }
-            let session = TransceiverSession(configuration: configuration, clock: clock, security: security, peerID: peerID, registry: registry, resourceRegistry: resourceRegistry, pending: pending, groups: groupDirectory, hub: hub, metrics: metrics)
             lifecycle = .starting(session)
             // Under the lock, so that the closures see every event of this run and no other.
             return (session, hub.beginCallbacks())
@@ -200,12 +203,12 @@ public final class PeerTransceiver: Service, Sendable {
             switch result {
             case let .failure(error):
                 session.stop()
-                let wasCurrent = lifecycle.withLockedValue { lifecycle -> Bool in
-                    guard case let .starting(current) = lifecycle, current === session else { return false }
+                let ended = lifecycle.withLockedValue { lifecycle -> AsyncStream<PeerEvent>.Continuation? in
+                    guard case let .starting(current) = lifecycle, current === session else { return nil }
                     lifecycle = .idle
-                    return true
+                    return hub.detachCallbacks()
                 }
-                if wasCurrent { hub.endCallbacks() }
+                ended?.finish()
                 onStart(error)
                 return
             case let .success(listening):
@@ -256,20 +259,22 @@ public final class PeerTransceiver: Service, Sendable {
     /// run ends, whether by ``stop()``, cancellation or a graceful shutdown.
     @discardableResult
     private static func stop(_ session: TransceiverSession?, lifecycle: NIOLockedValueBox<Lifecycle>, hub: PeerEventHub, pending: PendingRequests) -> [EventLoopFuture<Void>] {
-        let stopping = lifecycle.withLockedValue { lifecycle -> TransceiverSession? in
+        // The run's closure events are taken under the lock that ends the run: a start right
+        // after it begins its own, which this stop must not finish.
+        let stopping = lifecycle.withLockedValue { lifecycle -> (TransceiverSession, AsyncStream<PeerEvent>.Continuation?)? in
             switch lifecycle {
             case .idle:
                 return nil
             case let .starting(current), let .running(current):
                 if let session, current !== session { return nil }
                 lifecycle = .idle
-                return current
+                return (current, hub.detachCallbacks())
             }
         }
-        guard let stopping else { return [] }
+        guard let (stopping, callbacks) = stopping else { return [] }
         let closed = stopping.stop()
         pending.failAll(with: PeerKitError.notRunning)
-        hub.publishStopped()
+        hub.publishStopped(callbacks: callbacks)
         return closed
     }
 

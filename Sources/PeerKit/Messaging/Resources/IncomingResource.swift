@@ -147,12 +147,13 @@ public final class IncomingResource: Sendable {
     func next(hashingInto hasher: inout SHA256) async throws -> ByteBuffer? {
         while true {
             enum Step { case chunk(ByteBuffer, acknowledge: Bool), end(ResourceFrame.End), finished, failed(PeerKitError), wait }
+            let now = clock.offset  // read before the lock: the clock may be the user's
             let step = state.withLockedValue { state -> Step in
                 if let failure = state.failure { return .failed(failure) }
                 if let chunk = state.buffered.popFirst() {
                     state.bufferedBytes -= chunk.readableBytes
                     state.unacknowledged += chunk.readableBytes
-                    state.lastProgress = clock.offset
+                    state.lastProgress = now
                     if state.unacknowledged >= acknowledgementStep {
                         state.unacknowledged = 0
                         return .chunk(chunk, acknowledge: true)
@@ -215,6 +216,7 @@ public final class IncomingResource: Sendable {
     /// A chunk arrived. Returns what is wrong with it (a protocol violation) or nil.
     func chunkArrived(_ data: ByteBuffer) -> String? {
         var waiter: CheckedContinuation<Void, Never>?
+        let now = clock.offset
         let problem = state.withLockedValue { state -> String? in
             guard state.failure == nil, !state.completed else { return nil }
             if state.end != nil {
@@ -239,7 +241,7 @@ public final class IncomingResource: Sendable {
             state.bufferedBytes += data.readableBytes
             state.received += Int64(data.readableBytes)
             // Only bytes count as progress: empty chunk frames keep nothing alive.
-            if data.readableBytes > 0 { state.lastProgress = clock.offset }
+            if data.readableBytes > 0 { state.lastProgress = now }
             waiter = state.waiter
             state.waiter = nil
             return nil
@@ -251,11 +253,12 @@ public final class IncomingResource: Sendable {
     /// The sender's `end` arrived.
     func endArrived(_ end: ResourceFrame.End) -> String? {
         var waiter: CheckedContinuation<Void, Never>?
+        let now = clock.offset
         let problem = state.withLockedValue { state -> String? in
             guard state.failure == nil, !state.completed else { return nil }
             guard state.end == nil else { return "a second peerkit.resource.end arrived for the resource \"\(LogSafe.text(name, maximumBytes: 80))\"" }
             state.end = end
-            state.lastProgress = clock.offset
+            state.lastProgress = now
             waiter = state.waiter
             state.waiter = nil
             return nil
