@@ -9,7 +9,7 @@ import NIOCore
 /// ```swift
 /// let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 /// let executor = EventLoopTaskExecutor(loops.any())
-/// var configuration = PeerConfiguration(serviceType: "_myapp._tcp")
+/// var configuration = PeerConfiguration(serviceType: "chat")
 /// configuration.eventLoopGroup = loops
 /// configuration.handlerExecutor = executor     // handlers run where requests are read
 /// let transceiver = PeerTransceiver(configuration: configuration)
