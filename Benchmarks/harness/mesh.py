@@ -6,7 +6,8 @@ per connection per second (both directions, read from each socket's tcp_info `se
 `ss -tin`, so other traffic on the machine does not count), and the resident memory per
 connection (the mesh's total RSS minus N lone nodes', divided by the connections). Last, one node
 is frozen with SIGSTOP (its kernel still acknowledges TCP, so only PeerKit's heartbeat can tell)
-and the figure is how long the slowest of the others takes to report it disconnected.
+and the figure is how long the slowest of the others takes to report it suspended (sessions on,
+the default) or disconnected.
 
 Node i dials nodes 0..i-1 through static peers, as `make stress` does, so every pair has one link
 and Avahi is not involved.
@@ -60,6 +61,10 @@ class MeshNode:
                     self.connected.add(name)
                 elif kind == "peerDisconnected":
                     self.connected.discard(name)
+                    self.disconnected_at.setdefault(name, time.monotonic())
+                elif kind == "peerSuspended":
+                    # Sessions on (the default): a peer that stops answering is suspended, and
+                    # disconnected only once its resume window (30 s) ran out. Suspended is noticed.
                     self.disconnected_at.setdefault(name, time.monotonic())
 
     def count(self):
