@@ -29,8 +29,10 @@ struct PeerEventHubTests {
         let hub = PeerEventHub()
         let run = hub.beginCallbacks()
         hub.publish(.knownPeersListed)
-        hub.publishStopped(callbacks: hub.detachCallbacks())
-        hub.publish(.stopped)  // after the run: not delivered to it
+        let ended = hub.detachCallbacks()
+        // Between the end of the run and its .stopped: no run is current, so this reaches none.
+        hub.publish(.availablePeersChanged([]))
+        hub.publishStopped(callbacks: ended)
         var events: [PeerEvent] = []
         for await event in run { events.append(event) }
         #expect(events == [.knownPeersListed, .stopped])

@@ -79,7 +79,10 @@ struct HandlerExecutorTests {
         let askerEvents = asker.events()
         let askerRun = Task { try await asker.run() }
         let connected = try await nextEvent(askerEvents, "the asker to connect") { if case .peerConnected = $0 { true } else { false } }
-        guard case let .peerConnected(peer) = connected else { return }
+        guard case let .peerConnected(peer) = connected else {
+            Issue.record("The asker's first connection event was \(connected), not peerConnected.")
+            return
+        }
 
         let askLoop = askExecutor.eventLoop
         let (answers, resumedOnLoop) = try await withTaskExecutorPreference(askExecutor) {
