@@ -8,9 +8,12 @@ import NIOPosix
 /// handshakes, keeps exactly one connection per peer, and redials lost peers with back-off.
 ///
 /// Each peer's life above its connections (which connection is its own, the tie-break, the
-/// switch to the winner, what is held meanwhile) is a ``PeerStateMachine``; users' frames go to
-/// peers (``send(_:to:)``, ``sendWithoutWaiting(_:to:)``, ``broadcast(_:)``), never to a
-/// connection chosen by the caller.
+/// switch to the winner, what is held meanwhile) is a ``PeerStateMachine``, kept in the peer's
+/// ``PeerKit/PeerRecord``, which also decides what becomes of its resumable session (feature
+/// `resume`: a connection arriving, the peer's resumes, resends and acknowledgements, its
+/// numbered frames, the acknowledgement timer, the resume window ending); the manager carries
+/// out what they return. Users' frames go to peers (``send(_:to:)``,
+/// ``sendWithoutWaiting(_:to:)``, ``broadcast(_:)``), never to a connection chosen by the caller.
 ///
 /// State lives behind one lock, and nothing is called with it held but a ``PeerConnection``'s
 /// own lock, a leaf (a session's frames are appended to a connection's outbox in numbering
@@ -72,96 +75,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// A peer's session in the manager: a sender waiting for acknowledgements leaves a continuation.
     typealias Session = PeerSession<CheckedContinuation<Void, Never>>
 
-    private struct PeerRecord {
-        var peer: Peer
-        /// Which connection is the peer's, the tie-break, and what waits while it switches to the
-        /// winner: the peer's life above its connections.
-        var link = PeerLink()
-        /// Discovery keys that lead to this peer; while there are any, a lost connection is redialled.
-        var serviceKeys: Set<String> = []
-        /// The grace timer of the switch in progress, by the switch's generation.
-        var switchTimer: (generation: Int, timer: PeerTimer)?
-        /// Messages that arrived on the winner of a tie-break while the peer may still be writing
-        /// on the loser: handled once the loser closed, after what came on it
-        /// (``PeerStateMachine/holdsInbound(from:)``). Bounded by the winner's inbound limit,
-        /// which stops reading from it.
-        var heldInbound: [(envelope: Envelope, connection: PeerConnection, sequence: UInt64?)] = []
-        /// Set while a thread hands ``heldInbound`` on; messages arriving meanwhile join it.
-        var releasingInbound = false
-        /// The resumable session with the peer (feature `resume`), once a connection negotiated it.
-        var session: Session?
-        /// The resume window's timer while the peer is suspended, by the window's generation.
-        var windowTimer: (generation: Int, timer: PeerTimer)?
-        /// The number of the next session frame from the peer on each connection (set by its
-        /// `peerkit.resend`).
-        var inboundNext: [ObjectIdentifier: UInt64] = [:]
-        /// Whether a connection the peer dialled ever completed its handshake here: the peer dials
-        /// us, so when it hears our hellos late we can leave the dialling to it.
-        var dialsUs = false
-
-        /// The connection frames for the peer go to now (nil while it switches connections).
-        var active: PeerConnection? { link.current }
-
-        /// Whether the peer has a session that has not ended (it may be suspended).
-        var hasLiveSession: Bool { session.map { !$0.isEnded } ?? false }
-
-        /// Whether the peer counts as connected: it has a connection, switches to one, or is
-        /// suspended within its resume window.
-        var isConnected: Bool { link.isConnected || hasLiveSession }
-
-        var isAvailable: Bool { isConnected || !serviceKeys.isEmpty }
-
-        var snapshot: Peer {
-            Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: isConnected, fingerprint: peer.fingerprint)
-        }
-
-        // The session's methods below are called on the record in its dictionary, in place
-        // (`state.peers.values[index].recordInSession(frame)`): a record copied out and stored
-        // back would share the session's retransmit tail with the dictionary's, so that each
-        // frame recorded would copy the whole tail, and `inboundNext` each frame received.
-
-        /// Numbers `frame` in the session and keeps it; then takes what the session has not
-        /// written yet (this frame, after any before it), for the current connection. Nil
-        /// without a session.
-        mutating func recordInSession(_ frame: ByteBuffer) -> (outcome: Session.Record, current: PeerConnection?, writes: Session.Writes?)? {
-            guard let outcome = session?.record(frame) else { return nil }
-            guard case .kept = outcome else { return (outcome, link.current, nil) }
-            return (outcome, link.current, takeSessionWrites()?.writes)
-        }
-
-        /// What the session has not written yet, with the connection to write it on; nil when
-        /// there is nothing, or no connection.
-        mutating func takeSessionWrites() -> (connection: PeerConnection, writes: Session.Writes)? {
-            guard let current = link.current, let writes = session?.takeUnwritten(), !writes.isEmpty else { return nil }
-            return (current, writes)
-        }
-
-        /// Numbers the peer's next session frame on `connection` and decides what becomes of it:
-        /// held (the peer may still be writing on a tie-break's loser, which comes first), or
-        /// what the session says.
-        mutating func receiveNumbered(_ envelope: Envelope, on connection: PeerConnection) -> (outcome: Numbered, held: Bool) {
-            guard session != nil else { return (.drop, false) }
-            let id = ObjectIdentifier(connection)
-            guard let sequence = inboundNext[id] else {
-                return (.violation("it sent a message before peerkit.resend on a connection with the resume feature"), false)
-            }
-            inboundNext[id] = sequence + 1
-            if releasingInbound || link.holdsInbound(from: connection) {
-                heldInbound.append((envelope, connection, sequence))
-                return (.drop, true)
-            }
-            return (takeNumbered(sequence, of: envelope), false)
-        }
-
-        /// Takes the peer's session frame `sequence` into the session.
-        mutating func takeNumbered(_ sequence: UInt64, of envelope: Envelope) -> Numbered {
-            switch session?.receive(sequence: sequence, bytes: envelope.payload.readableBytes + envelope.type.utf8.count) {
-            case let .deliver(acknowledge, armTimer)?: return .deliver(acknowledge: acknowledge, armTimer: armTimer)
-            case .duplicate?, nil: return .drop
-            case let .gap(reason)?: return .violation(reason)
-            }
-        }
-    }
+    /// A peer in the manager (``PeerKit/PeerRecord``): connections are ``PeerConnection``s,
+    /// timers ``PeerTimer``s, and a sender waiting (for acknowledgements, or for a switch to end)
+    /// leaves a continuation.
+    typealias PeerRecord = PeerKit.PeerRecord<PeerConnection, PeerTimer, CheckedContinuation<Void, Never>>
 
     /// A peer's state machine in the manager: connections are ``PeerConnection``s, and a sender
     /// waiting for a switch to end leaves a continuation.
@@ -1374,11 +1291,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // Feature resume: every connection starts with peerkit.resume; the one that becomes
             // the peer's writes no session frame until the peer's resume arrives on it.
             defer {
-                if var session = record.session {
-                    let count = record.link.current === connection ? session.connected() : session.received
-                    record.session = session
-                    if let count { resume = (SessionFrame.resume(session.resume(received: count)).encode(), suspended) }
-                }
+                if let frame = record.sessionConnected(connection) { resume = (SessionFrame.resume(frame).encode(), suspended) }
             }
 
             switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID, isQuiet: { $0.isQuiet }) {
@@ -1561,13 +1474,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     }
                 case let .disconnect(redial):
                     if let error { state.rememberFailure(error, of: remote.peerID) }
-                    if var session = record.session {
-                        state.waitersToResume += session.end(error ?? .connectionClosed(peer: record.peer.name))
-                        record.session = nil
-                        record.inboundNext = [:]
-                        if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-                        record.windowTimer = nil
-                    }
+                    carryOut(record.dropSession(error ?? .connectionClosed(peer: record.peer.name)), state: &state)
                     disconnected(&record, reason: error, state: &state)
                     if redial, state.peers[remote.peerID] != nil { scheduleRedial(record.serviceKeys, state: &state) }
                 }
@@ -1673,13 +1580,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// the generation of the resume window's timer to arm (``armWindowTimer(peerID:generation:)``,
     /// outside the lock). Call with the lock held; it only changes state.
     private func suspend(_ record: inout PeerRecord, reason: PeerKitError?, heardUsLate: Bool = false, state: inout State) -> Int? {
-        var generation: Int?
-        if var session = record.session {
-            // Stored back whatever it returns: a connection that died before the peer's resume
-            // arrived on it leaves the session suspended under the window that already runs.
-            if case let .armWindowTimer(armed) = session.suspend() { generation = armed }
-            record.session = session
-        }
+        let generation = record.suspend()
         state.emit(.peerSuspended(record.snapshot, reason: reason))
         state.peers[record.peer.id] = record
         scheduleRedial(record.serviceKeys, heardUsLate: heardUsLate, state: &state)
@@ -1694,8 +1595,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             self.windowExpired(peerID: peerID, generation: generation)
         }
         let armed = state.withLockedValue { state -> Bool in
-            guard var record = state.peers[peerID], record.session?.isSuspended == true else { return false }
-            record.windowTimer = (generation, timer)
+            guard var record = state.peers[peerID], record.windowTimerArmed(timer, generation: generation) else { return false }
             state.peers[peerID] = record
             return true
         }
@@ -1777,28 +1677,20 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Sets up `record`'s session for a connection whose handshake completed: the same session
     /// when the same run of the same authenticated peer comes back, else a new one (what was
     /// pending for a restarted peer fails, and it is reported disconnected first when it was
-    /// suspended). Returns whether the peer was suspended and now resumes. Call with the lock held.
+    /// suspended). Returns whether the peer was suspended and now resumes. Its record decides
+    /// (``PeerRecord/sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:)``);
+    /// this carries it out. Call with the lock held.
     private func sessionArrives(on connection: PeerConnection, remote: Hello, record: inout PeerRecord, state: inout State) -> Bool {
         guard let sessions = configuration.sessions else { return false }
-        let incarnation = remote.resumableSession
-        let fingerprint = connection.peer?.fingerprint
-        if let session = record.session, !session.isEnded,
-           let incarnation, session.continues(incarnation: incarnation, fingerprint: fingerprint) {
-            return !record.link.isConnected
+        let arrival = record.sessionArrives(incarnation: remote.resumableSession, fingerprint: connection.peer?.fingerprint,
+                                            maximumUnacknowledgedBytes: sessions.maximumUnacknowledgedBytes,
+                                            maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes)
+        if let ended = arrival.ended {
+            carryOut(ended, state: &state)
+            state.rememberFailure(ended.error, of: record.peer.id)
         }
-        if let old = record.session {
-            // Another run of the peer (or one without the feature now): a new session.
-            let error = PeerKitError.peerRestarted(peer: record.peer.name)
-            let wasSuspended = !old.isEnded && !record.link.isConnected
-            dropSession(&record, error: error, state: &state)
-            if wasSuspended { state.emit(.peerDisconnected(record.snapshot, reason: error)) }
-        }
-        if let incarnation {
-            // The session's frames are the outbox's session frames too: its bound is never looser.
-            let bound = min(sessions.maximumUnacknowledgedBytes, configuration.maximumQueuedOutboundBytes)
-            record.session = Session(limits: .init(maximumUnacknowledgedBytes: bound), remoteIncarnation: incarnation, fingerprint: fingerprint)
-        }
-        return false
+        if let event = arrival.event { state.emit(event) }
+        return arrival.resumes
     }
 
     /// What recording a session frame for a peer decided.
@@ -1827,36 +1719,35 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         case .kept:
             if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, state: &state) }
             return .kept(current: recorded.current)
-        case let .full(bytes):
-            guard var record = state.peers[peerID], let session = record.session else { return .notConnected }
-            if record.link.isConnected { return canWait ? .full : .refuse(close: record.link.current) }
-            // Suspended: the peer is disconnected, and what was pending throws why.
-            let error = PeerKitError.sessionBufferFull(peer: record.peer.name, unacknowledgedBytes: bytes, limit: session.limits.maximumUnacknowledgedBytes)
-            endSession(&record, error: error, state: &state)
-            return .failed(error)
+        case .full:
+            guard var record = state.peers[peerID], let reached = record.sessionBoundReached() else { return .notConnected }
+            switch reached {
+            case let .connected(current):
+                return canWait ? .full : .refuse(close: current)
+            case let .ended(ended):
+                endSession(ended, of: &record, state: &state)
+                return .failed(ended.error)
+            }
         case let .ended(error):
             return .failed(error)
         }
     }
 
-    /// Ends `record`'s session with `error` and reports the peer disconnected with it (the peer
-    /// has no connection). Call with the lock held.
-    private func endSession(_ record: inout PeerRecord, error: PeerKitError, state: inout State) {
-        guard record.session != nil else { return }
-        dropSession(&record, error: error, state: &state)
-        disconnected(&record, reason: error, state: &state)
+    /// Carries out the end of `record`'s session its record decided (``PeerRecord/sessionBoundReached()``)
+    /// and reports the peer disconnected with its error (the peer has no connection). Call with
+    /// the lock held.
+    private func endSession(_ ended: PeerRecord.SessionEnd, of record: inout PeerRecord, state: inout State) {
+        carryOut(ended, state: &state)
+        state.rememberFailure(ended.error, of: record.peer.id)
+        disconnected(&record, reason: ended.error, state: &state)
     }
 
-    /// Ends `record`'s session with `error` (its waiting senders resume and throw it, its window
-    /// timer is cancelled) without reporting anything. Call with the lock held.
-    private func dropSession(_ record: inout PeerRecord, error: PeerKitError, state: inout State) {
-        guard var session = record.session else { return }
-        state.waitersToResume += session.end(error)
-        record.session = nil
-        record.inboundNext = [:]
-        if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-        record.windowTimer = nil
-        state.rememberFailure(error, of: record.peer.id)
+    /// Hands what a session's end left to ``withState(_:)``: its waiting senders are resumed and
+    /// its window timer is cancelled once the lock is released. Call with the lock held.
+    private func carryOut(_ ended: PeerRecord.SessionEnd?, state: inout State) {
+        guard let ended else { return }
+        state.waitersToResume += ended.waiters
+        if let timer = ended.windowTimer { state.timersToCancel.append(timer) }
     }
 
     /// The failure a peer is disconnected with when it does not acknowledge what was sent to it.
@@ -1930,12 +1821,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// disconnected (its connection failed, or, suspended, its session ended).
     private func acknowledgementsOverdue(of peerID: String, since before: UInt64) {
         let close = withState { state -> PeerConnection? in
-            guard state.running, var record = state.peers[peerID], let session = record.session,
-                  session.isFull, session.acknowledged == before else { return nil }
-            if record.link.isConnected { return record.link.current }
-            let error = PeerKitError.sessionBufferFull(peer: record.peer.name, unacknowledgedBytes: session.unacknowledgedBytes, limit: session.limits.maximumUnacknowledgedBytes)
-            endSession(&record, error: error, state: &state)
-            return nil
+            guard state.running, var record = state.peers[peerID],
+                  let reached = record.acknowledgementsOverdue(since: before) else { return nil }
+            switch reached {
+            case let .connected(current):
+                return current
+            case let .ended(ended):
+                endSession(ended, of: &record, state: &state)
+                return nil
+            }
         }
         close?.requestClose(.failed(sessionBoundFailure()))
     }
@@ -1960,91 +1854,38 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if appended.bytes > 0 { state.appendsToFinish.append((connection, appended)) }
     }
 
-    /// A `peerkit.resume`, `peerkit.resend` or `peerkit.ack` from the peer on `connection`.
+    /// A `peerkit.resume`, `peerkit.resend` or `peerkit.ack` from the peer on `connection`: its
+    /// record decides (``PeerRecord/sessionControl(_:on:)``); this carries it out.
     private func sessionControl(_ frame: SessionFrame, on connection: PeerConnection, from peer: Peer) {
         var violation: String?
         var resent = 0
-        var restarted: (frames: Int, bytes: Int)?
+        var restarted: PeerRecord.SessionRestart?
         withState { state in
-            guard var record = state.peers[peer.id], var session = record.session else { return }
-            // `session` alone refers to the retransmit tail while it changes (an acknowledgement
-            // drops its head), so that the tail is not copied (see recordSessionFrame).
-            record.session = nil
-            state.peers[peer.id]?.session = nil
-            let write = Self.apply(frame, on: connection, to: &record, session: &session, state: &state, violation: &violation, restarted: &restarted)
-            record.session = session
-            state.peers[peer.id] = record
-            if write {
-                resent = session.unacknowledgedCount
+            // In place (see PeerRecord): the record's session alone refers to the retransmit
+            // tail while it changes (an acknowledgement drops its head), so that it is not copied.
+            guard let index = state.peers.index(forKey: peer.id) else { return }
+            let outcome = state.peers.values[index].sessionControl(frame, on: connection)
+            state.waitersToResume += outcome.waiters
+            if let timer = outcome.windowTimer { state.timersToCancel.append(timer) }
+            if let restart = outcome.restart { state.queue(.sessionRestarted(restart.peer, reason: restart.reason)) }
+            violation = outcome.violation
+            restarted = outcome.restart
+            if outcome.writesSession {
+                resent = outcome.resending
                 writeSession(of: peer.id, state: &state)
             }
         }
         if let violation { connection.fail(violation) }
         if let restarted {
-            logger.warning("\(peer.description.capitalizedFirst) ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so it starts again: \(restarted.frames) messages (\(restarted.bytes) bytes) written to it and not acknowledged may not have arrived, and requests waiting on it failed.")
+            logger.warning("\(peer.description.capitalizedFirst) ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so it starts again: \(restarted.lostFrames) messages (\(restarted.lostBytes) bytes) written to it and not acknowledged may not have arrived, and requests waiting on it failed.")
         }
         if resent > 0 { logger.debug("Resending \(resent) session frames to \(peer) that it did not acknowledge.") }
-    }
-
-    /// Applies the peer's session control `frame` to `record` and its `session` (taken out of
-    /// it); returns whether the session's frames are to be written now (the peer resumed). Call
-    /// with the lock held.
-    private static func apply(_ frame: SessionFrame, on connection: PeerConnection, to record: inout PeerRecord, session: inout Session,
-                              state: inout State, violation: inout String?, restarted: inout (frames: Int, bytes: Int)?) -> Bool {
-        switch frame {
-        case let .resume(resume) where record.link.current === connection && !session.isSuspended && session.phase != .active:
-            switch session.peerResumed(resume) {
-            case .resumed:
-                if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-                record.windowTimer = nil
-                return true
-            case let .restarted(_, frames, bytes, waiters):
-                if let (_, timer) = record.windowTimer { state.timersToCancel.append(timer) }
-                record.windowTimer = nil
-                state.waitersToResume += waiters
-                restarted = (frames, bytes)
-                state.queue(.sessionRestarted(record.snapshot, reason: .peerEndedSession(peer: record.peer.name, lostMessages: frames)))
-                return true
-            case let .invalid(reason):
-                violation = reason
-            }
-        case let .resume(resume):
-            // On a connection that is not the peer's (a tie-break's), a resume of this session acknowledges.
-            switch session.acknowledged(by: resume) {
-            case let .freed(_, waiters): state.waitersToResume += waiters
-            case .stale: break
-            case let .invalid(reason): violation = reason
-            }
-        case let .ack(received):
-            switch session.acknowledged(through: received) {
-            case let .freed(_, waiters): state.waitersToResume += waiters
-            case .stale: break
-            case let .invalid(reason): violation = reason
-            }
-        case let .resend(from):
-            guard from >= 1 else {
-                violation = "its peerkit.resend names session frame 0, and they are numbered from 1"
-                return false
-            }
-            record.inboundNext[ObjectIdentifier(connection)] = from
-        }
-        return false
-    }
-
-    /// What the session decided about one of the peer's numbered frames.
-    private enum Numbered {
-        /// Hand it on; acknowledge `acknowledge` now, arm the acknowledgement timer when `armTimer`.
-        case deliver(acknowledge: UInt64?, armTimer: Bool)
-        /// A duplicate (or the peer has no session any more): drop it.
-        case drop
-        /// A gap: the peer broke the protocol.
-        case violation(String)
     }
 
     /// A numbered frame (a message, request or reply) from a peer with a session.
     private func receiveNumbered(_ envelope: Envelope, on connection: PeerConnection, from peer: Peer) {
         var held = false
-        let outcome = withState { state -> Numbered in
+        let outcome = withState { state -> PeerRecord.Numbered in
             // In place (see PeerRecord.recordInSession).
             guard let index = state.peers.index(forKey: peer.id) else { return .drop }
             let (outcome, wasHeld) = state.peers.values[index].receiveNumbered(envelope, on: connection)
@@ -2073,13 +1914,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// Acknowledges what arrived since the last acknowledgement, on the peer's current connection.
     private func acknowledgementTimerFired(for peerID: String) {
-        let acknowledgement = state.withLockedValue { state -> (UInt64, PeerConnection)? in
-            guard var record = state.peers[peerID], var session = record.session else { return nil }
-            let count = session.acknowledgementTimerFired()
-            record.session = session
-            state.peers[peerID] = record
-            guard let count, let current = record.link.current else { return nil }
-            return (count, current)
+        let acknowledgement = state.withLockedValue { state -> (count: UInt64, connection: PeerConnection)? in
+            // In place (see PeerRecord).
+            guard let index = state.peers.index(forKey: peerID) else { return nil }
+            return state.peers.values[index].acknowledgementTimerFired()
         }
         if let (count, connection) = acknowledgement {
             connection.send(SessionFrame.ack(received: count).encode())
@@ -2088,26 +1926,24 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// The resume window of a suspended peer ran out: it is disconnected, and what was pending
     /// for it throws ``PeerKitError/sessionExpired(peer:window:)``. A connection that came back
-    /// meanwhile but was not resumed by the peer is closed.
+    /// meanwhile but was not resumed by the peer is closed. Its record decides
+    /// (``PeerRecord/windowExpired(generation:window:)``); this carries it out.
     private func windowExpired(peerID: String, generation: Int) {
         guard let sessions = configuration.sessions else { return }
         var close: PeerConnection?
         var expired: PeerKitError?
         withState { state in
-            guard state.running, var record = state.peers[peerID], var session = record.session else { return }
-            let error = PeerKitError.sessionExpired(peer: record.peer.name, window: sessions.window)
-            guard let waiters = session.windowExpired(generation: generation, error: error) else { return }
-            expired = error
-            state.waitersToResume += waiters
-            record.session = nil
-            record.windowTimer = nil
-            record.inboundNext = [:]
-            state.rememberFailure(error, of: peerID)
-            if record.link.isConnected {
-                close = record.link.current
+            guard state.running, var record = state.peers[peerID],
+                  let expiry = record.windowExpired(generation: generation, window: sessions.window) else { return }
+            expired = expiry.error
+            state.waitersToResume += expiry.waiters
+            state.rememberFailure(expiry.error, of: peerID)
+            switch expiry.then {
+            case let .close(connection):
+                close = connection
                 state.peers[peerID] = record
-            } else {
-                disconnected(&record, reason: error, state: &state)
+            case .disconnect:
+                disconnected(&record, reason: expiry.error, state: &state)
             }
         }
         if let expired { logger.notice("\(expired)") }
