@@ -575,9 +575,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// and its further requests wait unread.
     func outboxState(of peerID: String) -> OutboxState {
         let link = state.withLockedValue { state -> (PeerConnection?, Int)? in
-            guard state.running, let record = state.peers[peerID], record.isConnected else { return nil }
-            if let session = record.session, session.isFull { return (nil, .max) }
-            return (record.active, record.link.heldBytes)
+            // In place (see PeerRecord.outboxProbe()): this runs for every message handled.
+            guard state.running, let index = state.peers.index(forKey: peerID) else { return nil }
+            return state.peers.values[index].outboxProbe()
         }
         guard let (connection, held) = link else { return .disconnected }
         let queued = connection?.queuedOutboundBytes ?? held

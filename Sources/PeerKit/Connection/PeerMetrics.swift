@@ -130,11 +130,16 @@ final class PeerMetrics: Sendable {
         var reserved: Set<String> = []
     }
     private let types = NIOLockedValueBox(TypeLabels())
+    /// Whether the factory is swift-metrics' no-op one (nothing bootstrapped, nothing
+    /// configured): then a type key's counters are ``otherType``'s, which record nothing either,
+    /// and no message pays for looking its key up.
+    private let recordsNothing: Bool
 
     /// Metrics that go to `factory`, or to `MetricsSystem.factory` when it is nil.
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
         self.factory = factory
+        recordsNothing = factory is NOOPMetricsHandler
         connectionMeters = ConnectionState.allCases.map {
             Meter(label: "peerkit_connections", dimensions: [("state", $0.label)], factory: factory)
         }
@@ -183,6 +188,7 @@ final class PeerMetrics: Sendable {
     /// The counters of a type key this side uses (registers a handler for, or sends): made on
     /// first use while fewer than ``maximumTypeLabels`` keys have labels, else ``otherType``.
     func usedType(_ key: String) -> TypeMetrics {
+        if recordsNothing { return otherType }
         enum Lookup { case found(TypeMetrics), make, full }
         let lookup = types.withLockedValue { types -> Lookup in
             if let existing = types.labelled[key] { return .found(existing) }
@@ -209,6 +215,7 @@ final class PeerMetrics: Sendable {
 
     /// The counters of a type key a peer sent: its own when this side uses the key, else ``otherType``.
     func receivedType(_ key: String) -> TypeMetrics {
-        types.withLockedValue { $0.labelled[key] } ?? otherType
+        if recordsNothing { return otherType }
+        return types.withLockedValue { $0.labelled[key] } ?? otherType
     }
 }

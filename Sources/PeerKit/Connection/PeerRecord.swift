@@ -64,6 +64,18 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// Whether the peer is listed as available: connected, or known to discovery.
     var isAvailable: Bool { isConnected || !serviceKeys.isEmpty }
 
+    /// What ``ConnectionManager/outboxState(of:)`` needs: nil when the peer is not connected;
+    /// else its connection (nil while it switches) and the bytes held meanwhile, with no
+    /// connection and the most bytes there are when its session is full. Changes nothing; it
+    /// is `mutating` so that it is called on the record in its dictionary, in place
+    /// (`state.peers.values[index].outboxProbe()`): a getter would be called on a copy, a retain
+    /// and a release of each of its references, for every message handled.
+    mutating func outboxProbe() -> (Connection?, Int)? {
+        guard isConnected else { return nil }
+        if session?.isFull == true { return (nil, .max) }
+        return (active, link.heldBytes)
+    }
+
     /// The peer as events and lists show it now.
     var snapshot: Peer {
         Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: isConnected, fingerprint: peer.fingerprint)

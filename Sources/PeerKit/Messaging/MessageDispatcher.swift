@@ -11,7 +11,10 @@ import NIOCore
 ///
 /// Each peer has its own queue, and ``run()`` takes one message from each peer with messages in
 /// turn (round robin): a peer that floods us delays another peer's request by at most one of its
-/// own messages per turn, however many it has queued. Messages of one peer keep their order,
+/// own messages per turn, however many it has queued. While one peer alone has messages, a turn
+/// takes up to ``maximumBatch`` of them at once (one lock for all, not one each); when another
+/// peer's message arrives meanwhile, what is left of the batch goes back to the head of its
+/// queue before the next message is handled, so the bound above still holds. Messages of one peer keep their order,
 /// whichever of its connections they came on. Each message handled is credited back to its
 /// connection (``PeerConnection/inboundHandled(_:)``), which resumes reading from a connection
 /// that was paused for being too far ahead.
@@ -38,19 +41,58 @@ final class MessageDispatcher: InboundMessageSink {
         var turns = CircularBuffer<String>()
         /// Peers with queued messages whose outbox is full: no turn until it drains.
         var parked: Set<String> = []
-        var waiting: CheckedContinuation<[Inbound], Never>?
+        var waiting: CheckedContinuation<Round, Never>?
         var finished = false
+        /// How many turns were given to peers that had none, ever (see ``Round/turnsGiven``).
+        var turnsGiven = 0
 
         var isEmpty: Bool { turns.isEmpty }
 
-        mutating func append(_ message: Inbound) {
+        /// Queues `message`; returns whether its peer got a turn it did not have.
+        mutating func append(_ message: Inbound) -> Bool {
             let id = message.sender.id
-            if perPeer[id, default: []].isEmpty, !parked.contains(id) { turns.append(id) }
-            perPeer[id, default: []].append(message)
+            // One lookup of the peer's queue, in place.
+            let wasEmpty = Self.append(message, to: &perPeer[id, default: []])
+            guard wasEmpty, !parked.contains(id) else { return false }
+            turns.append(id)
+            turnsGiven &+= 1
+            return true
         }
 
-        /// One round: the oldest message of each peer that has any and is not parked.
-        mutating func takeRound() -> [Inbound] {
+        /// Appends `message` to `messages`; returns whether they were empty.
+        private static func append(_ message: Inbound, to messages: inout CircularBuffer<Inbound>) -> Bool {
+            defer { messages.append(message) }
+            return messages.isEmpty
+        }
+
+        /// One round: the oldest message of each peer that has any and is not parked; while one
+        /// peer alone has a turn, up to ``MessageDispatcher/maximumBatch`` of its messages.
+        mutating func takeRound() -> Round {
+            if turns.count == 1, let id = turns.first {
+                return Round(messages: takeBatch(of: id), onePeer: true, turnsGiven: turnsGiven)
+            }
+            return Round(messages: takeOneEach(), onePeer: false, turnsGiven: turnsGiven)
+        }
+
+        /// Up to ``MessageDispatcher/maximumBatch`` messages of `id`, the one peer with a turn.
+        private mutating func takeBatch(of id: String) -> [Inbound] {
+            var batch: [Inbound] = []
+            // In place, as in takeOneEach().
+            let count = min(perPeer[id]?.count ?? 0, MessageDispatcher.maximumBatch)
+            batch.reserveCapacity(count)
+            for _ in 0..<count {
+                guard let message = perPeer[id]?.popFirst() else { break }
+                batch.append(message)
+            }
+            if perPeer[id]?.isEmpty ?? true {
+                perPeer[id] = nil
+                turns.removeAll()
+            }
+            return batch
+        }
+
+        /// The oldest message of each peer with a turn; each goes to the back of the turns.
+        private mutating func takeOneEach() -> [Inbound] {
             var round: [Inbound] = []
             round.reserveCapacity(turns.count)
             for _ in 0..<turns.count {
@@ -68,12 +110,22 @@ final class MessageDispatcher: InboundMessageSink {
             return round
         }
 
-        /// Puts `message` back at the head of its peer's queue and parks the peer.
-        mutating func park(_ message: Inbound) {
-            let id = message.sender.id
+        /// Puts `messages` (of one peer, in order) back at the head of their peer's queue and
+        /// parks the peer.
+        mutating func park(_ messages: ArraySlice<Inbound>) {
+            guard let id = messages.first?.sender.id else { return }
             if let index = turns.firstIndex(of: id) { turns.remove(at: index) }
-            perPeer[id, default: []].prepend(message)
+            for message in messages.reversed() { perPeer[id, default: []].prepend(message) }
             parked.insert(id)
+        }
+
+        /// Puts what is left of a one-peer batch back at the head of its peer's queue, in order,
+        /// when another peer has a turn now; returns whether it did.
+        mutating func putBackIfOthersWait(_ messages: ArraySlice<Inbound>) -> Bool {
+            guard let id = messages.first?.sender.id, turns.contains(where: { $0 != id }) else { return false }
+            for message in messages.reversed() { perPeer[id, default: []].prepend(message) }
+            if !parked.contains(id), !turns.contains(id) { turns.append(id) }
+            return true
         }
 
         /// Gives every parked peer a turn again (their outbox is checked once more).
@@ -106,6 +158,21 @@ final class MessageDispatcher: InboundMessageSink {
         }
     }
 
+    /// The messages one turn of ``run()`` takes; with ``onePeer``, all of one peer.
+    private struct Round {
+        var messages: [Inbound]
+        var onePeer: Bool
+        /// ``Queue/turnsGiven`` when the round was taken: while it is unchanged, no other peer
+        /// got a turn since, and a one-peer batch goes on.
+        var turnsGiven: Int
+
+        static let finished = Round(messages: [], onePeer: false, turnsGiven: 0)
+    }
+
+    /// The most messages one turn takes from a peer while it alone has messages: a round costs
+    /// one lock for up to this many messages instead of one each.
+    static let maximumBatch = 64
+
     private let registry: MessageRegistry
     private let pending: PendingRequests
     private let groups: GroupDirectory
@@ -113,6 +180,9 @@ final class MessageDispatcher: InboundMessageSink {
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
+    /// ``Queue/turnsGiven``, readable without the lock: ``run()`` checks it between the messages
+    /// of a one-peer batch.
+    private let turnsGiven = Atomic<Int>(0)
     /// Where replies go and whose outbox has room; nil in tests without connections (replies
     /// then go to the connection the request came on).
     private let outboundBox = NIOLockedValueBox<(any PeerOutbound)?>(nil)
@@ -146,9 +216,9 @@ final class MessageDispatcher: InboundMessageSink {
             return
         }
         let message = Inbound(envelope: envelope, sender: sender, connection: connection)
-        let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<[Inbound], Never>, [Inbound])?) in
+        let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<Round, Never>, Round)?) in
             guard !queue.finished else { return (false, nil) }
-            queue.append(message)
+            if queue.append(message) { turnsGiven.store(queue.turnsGiven, ordering: .releasing) }
             unfinished.add(1, ordering: .releasing)
             guard let waiting = queue.waiting else { return (true, nil) }
             queue.waiting = nil
@@ -164,33 +234,51 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// Ends ``run()`` once the queued messages are handled.
     func finish() {
-        let waiting = queue.withLockedValue { queue -> CheckedContinuation<[Inbound], Never>? in
+        let waiting = queue.withLockedValue { queue -> CheckedContinuation<Round, Never>? in
             queue.finished = true
             defer { queue.waiting = nil }
             return queue.waiting
         }
-        waiting?.resume(returning: [])
+        waiting?.resume(returning: .finished)
     }
 
     /// Handles queued messages until ``finish()``.
     func run() async {
         while true {
-            let batch = await nextRound()
-            if batch.isEmpty { return }
+            let round = await nextRound()
+            if round.messages.isEmpty { return }
             let outbound = outboundBox.withLockedValue { $0 }
-            for message in batch {
+            var turnsSeen = round.turnsGiven
+            var index = round.messages.startIndex
+            messages: while index < round.messages.endIndex {
+                let message = round.messages[index]
+                if round.onePeer, index > round.messages.startIndex, turnsGiven.load(ordering: .acquiring) != turnsSeen {
+                    // Another peer may have a turn now: it goes before the rest of this batch.
+                    let rest = round.messages[index...]
+                    let (putBack, given) = queue.withLockedValue { queue in
+                        (queue.finished ? false : queue.putBackIfOthersWait(rest), queue.turnsGiven)
+                    }
+                    if putBack { break messages }
+                    turnsSeen = given
+                }
                 switch outbound?.outboxState(of: message.sender.id) ?? .room {
                 case .room:
                     await handle(message, outbound: outbound)
                 case .full:
                     // Not now: the peer is not reading what we made for it already. Its turn
-                    // comes back when its outbox drains (``outboxHasRoom()``).
+                    // comes back when its outbox drains (``outboxHasRoom()``); in a one-peer
+                    // batch, the rest of the batch waits with it, in order.
+                    let held = round.onePeer ? round.messages[index...] : round.messages[index...index]
                     let parked = queue.withLockedValue { queue -> Bool in
                         guard !queue.finished else { return false }
-                        queue.park(message)
+                        queue.park(held)
                         return true
                     }
-                    if parked { continue }
+                    if parked {
+                        if round.onePeer { break messages }
+                        index += 1
+                        continue
+                    }
                     await handle(message, outbound: outbound)
                 case .disconnected:
                     if message.envelope.id != nil {
@@ -200,6 +288,7 @@ final class MessageDispatcher: InboundMessageSink {
                     }
                 }
                 credit(message)
+                index += 1
             }
         }
     }
@@ -214,7 +303,7 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// Some peer's outbox drained below its limit: parked peers get turns again.
     func outboxHasRoom() {
-        let wake = queue.withLockedValue { queue -> (CheckedContinuation<[Inbound], Never>, [Inbound])? in
+        let wake = queue.withLockedValue { queue -> (CheckedContinuation<Round, Never>, Round)? in
             guard !queue.parked.isEmpty else { return nil }
             queue.unparkAll()
             guard let waiting = queue.waiting, !queue.isEmpty else { return nil }
@@ -234,16 +323,16 @@ final class MessageDispatcher: InboundMessageSink {
     }
 
     /// The next round of queued messages, waiting for one when there is none; empty once finished.
-    private func nextRound() async -> [Inbound] {
-        let ready = queue.withLockedValue { queue -> [Inbound]? in
+    nonisolated(nonsending) private func nextRound() async -> Round {
+        let ready = queue.withLockedValue { queue -> Round? in
             guard queue.isEmpty else { return queue.takeRound() }
-            return queue.finished ? [] : nil
+            return queue.finished ? .finished : nil
         }
         if let ready { return ready }
         return await withCheckedContinuation { continuation in
-            let ready = queue.withLockedValue { queue -> [Inbound]? in
+            let ready = queue.withLockedValue { queue -> Round? in
                 if !queue.isEmpty { return queue.takeRound() }
-                if queue.finished { return [] }
+                if queue.finished { return .finished }
                 queue.waiting = continuation
                 return nil
             }
@@ -251,7 +340,9 @@ final class MessageDispatcher: InboundMessageSink {
         }
     }
 
-    private func handle(_ message: Inbound, outbound: (any PeerOutbound)?) async {
+    /// Runs `message`'s handler and sends its reply. On ``run()``'s executor (`nonisolated(nonsending)`):
+    /// a plain `async` method would switch executors on each call, to the one it already runs on.
+    nonisolated(nonsending) private func handle(_ message: Inbound, outbound: (any PeerOutbound)?) async {
         let envelope = message.envelope
         if let group = envelope.group, !groups.isMember(group) {
             // Sent to a group this side has left (the sender had not heard yet): not delivered.

@@ -5,8 +5,12 @@ import NIOCore
 final class MessageRegistry: Sendable {
     /// A type-erased handler: decodes the payload, runs the user's closure, and returns the
     /// reply to send when the closure produces one.
+    ///
+    /// It runs on its caller's executor (`nonisolated(nonsending)`, SE-0461): the dispatcher
+    /// calls it once per message, and a plain `async` closure would switch executors on each
+    /// call, to the one it already runs on.
     struct Handler: Sendable {
-        let handle: @Sendable (_ envelope: Envelope, _ sender: Peer) async throws -> EncodedMessage?
+        let handle: nonisolated(nonsending) @Sendable (_ envelope: Envelope, _ sender: Peer) async throws -> EncodedMessage?
     }
 
     /// What handles a wire key that has no handler of its own: the key, the payload, the sender.

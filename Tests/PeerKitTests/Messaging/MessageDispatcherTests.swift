@@ -41,6 +41,72 @@ struct MessageDispatcherTests {
         #expect(flood == (0..<1000).map { #"a:{"n":\#($0)}"# })
     }
 
+    @Test("a peer whose message arrives while another peer's batch is handled waits for at most one more of that peer's messages")
+    func fairnessDuringBatch() async {
+        let registry = MessageRegistry()
+        let handled = NIOLockedValueBox<[String]>([])
+        let total = MessageDispatcher.maximumBatch * 2 + 1
+        let (done, allHandled) = AsyncStream.makeStream(of: Void.self)
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)), logger: Logger(label: "test")) { _ in }
+        let flooder = connection(), asker = connection()
+        let a = Peer(id: "A", name: "a", isConnected: true), b = Peer(id: "B", name: "b", isConnected: true)
+        let record: @Sendable (String) -> Void = { entry in
+            if handled.withLockedValue({ $0.append(entry); return $0.count }) == total { allHandled.yield() }
+        }
+        registry.register("Flood", .init { envelope, sender in
+            let text = String(buffer: envelope.payload)
+            record("\(sender.name):\(text)")
+            // B's request arrives in the middle of A's batch.
+            if text == #"{"n":10}"# { dispatcher.enqueue(self.envelope("Request", 0), from: b, on: asker) }
+            return nil
+        })
+        registry.register("Request", .init { envelope, sender in
+            record("\(sender.name):\(String(buffer: envelope.payload))")
+            return nil
+        })
+        // A alone has messages: its turn takes a batch of them.
+        for n in 0..<(MessageDispatcher.maximumBatch * 2) { dispatcher.enqueue(envelope("Flood", n), from: a, on: flooder) }
+        let run = Task { await dispatcher.run() }
+        for await _ in done { break }
+        dispatcher.finish()
+        await run.value
+        let order = handled.withLockedValue { $0 }
+        #expect(order.count == total)
+        // As with one message per turn: the message in hand, then A's next turn, then B.
+        #expect(order.firstIndex(of: #"b:{"n":0}"#) == 12)
+        let flood = order.filter { $0.hasPrefix("a:") }
+        #expect(flood == (0..<(MessageDispatcher.maximumBatch * 2)).map { #"a:{"n":\#($0)}"# })
+    }
+
+    @Test("a batch whose peer's outbox fills waits, in order, until it drains")
+    func batchParkedInOrder() async {
+        let registry = MessageRegistry()
+        let handled = NIOLockedValueBox<[Int]>([])
+        let (refused, refusal) = AsyncStream.makeStream(of: Void.self)
+        let outbox = TestOutbox(refusal: refusal)
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)), logger: Logger(label: "test")) { _ in }
+        dispatcher.setOutbound(outbox)
+        registry.register("Flood", .init { envelope, _ in
+            let n = Int(String(buffer: envelope.payload).filter(\.isNumber)) ?? -1
+            handled.withLockedValue { $0.append(n) }
+            // The fifth message's handler fills the peer's outbox.
+            if n == 4 { outbox.full.withLockedValue { $0 = true } }
+            return nil
+        })
+        let a = Peer(id: "A", name: "a", isConnected: true)
+        let flooder = connection()
+        for n in 0..<20 { dispatcher.enqueue(envelope("Flood", n), from: a, on: flooder) }
+        let run = Task { await dispatcher.run() }
+        // The sixth message found the outbox full: the rest of the batch waits.
+        for await _ in refused { break }
+        #expect(handled.withLockedValue { $0 } == Array(0..<5))
+        outbox.full.withLockedValue { $0 = false }
+        dispatcher.outboxHasRoom()
+        dispatcher.finish()
+        await run.value
+        #expect(handled.withLockedValue { $0 } == Array(0..<20))
+    }
+
     @Test("each handled message is credited back to its connection, which resumes reading")
     func credit() async {
         let registry = MessageRegistry()
@@ -128,4 +194,22 @@ struct PendingRequestsTests {
             #expect(error as? PeerKitError == .connectionClosed(peer: "b"))
         }
     }
+}
+
+/// An outbox that is full while ``full`` says so, and tells `refusal` each time it says so.
+private final class TestOutbox: PeerOutbound {
+    let full = NIOLockedValueBox(false)
+    private let refusal: AsyncStream<Void>.Continuation
+
+    init(refusal: AsyncStream<Void>.Continuation) {
+        self.refusal = refusal
+    }
+
+    func outboxState(of peerID: String) -> OutboxState {
+        guard full.withLockedValue({ $0 }) else { return .room }
+        refusal.yield()
+        return .full
+    }
+
+    func sendWithoutWaiting(_ frame: ByteBuffer, to peerID: String) -> Bool { true }
 }
