@@ -45,7 +45,7 @@ extension PeerKitBench {
             }
             await StandardInput.waitForEnd()
             reporter.cancel()
-            transceiver.stop()
+            await transceiver.shutdown()
         }
     }
 }

@@ -44,7 +44,7 @@ extension PeerKitBench {
                         continue
                     }
                 }
-                transceiver.stop()
+                await transceiver.shutdown()
             }
             Report.emit(Output(samples: samples, medianSeconds: samples.sorted()[samples.count / 2]))
         }

@@ -59,7 +59,7 @@ extension PeerKitBench {
             var summary = LatencySummary(samples: samples)
             summary.connectMs = connectMilliseconds
             Report.emit(summary)
-            transceiver.stop()
+            await transceiver.shutdown()
         }
     }
 }

@@ -40,7 +40,7 @@ extension PeerKitBench {
             try await transceiver.start()
             Report.emit(ReadyLine(port: transceiver.listeningPort ?? 0, ports: [transceiver.listeningPort ?? 0]))
             await events.firstDisconnection()
-            transceiver.stop()
+            await transceiver.shutdown()
         }
     }
 

@@ -59,7 +59,7 @@ extension PeerKitBench {
                                msgsPerSec: results.map(\.msgsPerSec).min() ?? 0,
                                MBps: results.map(\.MBps).min() ?? 0))
             for transceiver in transceivers {
-                transceiver.stop()
+                await transceiver.shutdown()
             }
         }
     }

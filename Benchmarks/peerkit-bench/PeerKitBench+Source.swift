@@ -70,7 +70,7 @@ extension PeerKitBench {
             }
             try await send(template.with(seq: BenchPayload.endOfRun), with: transceiver, to: peers)
             await flow.waitForEnd()
-            transceiver.stop()
+            await transceiver.shutdown()
         }
 
         private func send(_ payload: BenchPayload, with transceiver: PeerTransceiver, to peers: [Peer]) async throws {
