@@ -7,11 +7,7 @@ import Testing
 /// drives the record through the calls the ``ConnectionManager`` makes, in its order.
 @Suite("Peer record (sessions, no I/O)")
 struct PeerRecordTests {
-    final class Connection: CustomStringConvertible {
-        let name: String
-        init(_ name: String) { self.name = name }
-        var description: String { name }
-    }
+    typealias Connection = NamedConnection
 
     struct Timer: Equatable {
         let name: String
@@ -54,6 +50,29 @@ struct PeerRecordTests {
     func lose(_ record: inout Record, _ connection: Connection) -> Int? {
         #expect(record.link.closed(connection, byeDuplicate: false) == .disconnected)
         return record.suspend()
+    }
+
+    /// A record whose session is full (10 bytes unacknowledged, a sender waiting) and whose
+    /// `connection` died: suspended, its window timer armed for generation 1. With
+    /// `resendFrom`, the peer had sent its `peerkit.resend` on it first.
+    func suspendedFull(on connection: Connection, resendFrom: Bool) -> Record {
+        var record = resumedRecord(on: connection, limit: 10)
+        _ = record.recordInSession(frame("0123456789"))
+        #expect(record.session?.wait("sender") == .waiting)
+        if resendFrom { _ = record.sessionControl(.resend(from: 1), on: connection) }
+        #expect(lose(&record, connection) == 1)
+        let armed = record.windowTimerArmed(Timer(name: "window"), generation: 1)
+        #expect(armed)
+        return record
+    }
+
+    /// A resumed record that received the peer's session frames 1 and 2 on `connection`.
+    func receivedTwo(on connection: Connection) -> Record {
+        var record = resumedRecord(on: connection)
+        _ = record.sessionControl(.resend(from: 1), on: connection)
+        #expect(record.receiveNumbered(message(), on: connection).outcome != .drop)
+        #expect(record.receiveNumbered(message(), on: connection).outcome != .drop)
+        return record
     }
 
     // MARK: A connection arrives
@@ -138,13 +157,7 @@ struct PeerRecordTests {
     @Test("a restarted peer that was suspended: its old session ends, waiters resume with peerRestarted, and it is reported disconnected")
     func restartedWhileSuspended() {
         let c1 = Connection("c1"), c2 = Connection("c2")
-        var record = resumedRecord(on: c1, limit: 10)
-        _ = record.recordInSession(frame("0123456789"))
-        #expect(record.session?.wait("sender") == .waiting)
-        _ = record.sessionControl(.resend(from: 1), on: c1)
-        #expect(lose(&record, c1) == 1)
-        let armed = record.windowTimerArmed(Timer(name: "window"), generation: 1)
-        #expect(armed)
+        var record = suspendedFull(on: c1, resendFrom: true)
         let oldEpoch = record.session?.epoch
 
         let (arrival, resume) = arrive(&record, c2, incarnation: "b2")
@@ -203,10 +216,7 @@ struct PeerRecordTests {
     @Test("a connection that is not the peer's current one gets a resume saying what arrived, and the session does not restart on it")
     func resumeOnTieBreakLoser() {
         let c1 = Connection("c1"), loser = Connection("loser")
-        var record = resumedRecord(on: c1)
-        _ = record.sessionControl(.resend(from: 1), on: c1)
-        _ = record.receiveNumbered(message(), on: c1)
-        _ = record.receiveNumbered(message(), on: c1)
+        var record = receivedTwo(on: c1)
         guard case let .retire(retired) = record.link.established(loser, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote) else {
             Issue.record("no tie-break")
             return
@@ -373,10 +383,7 @@ struct PeerRecordTests {
     @Test("frames received again on a new connection are dropped as duplicates; the next one is delivered")
     func duplicatesDropped() {
         let c1 = Connection("c1"), c2 = Connection("c2")
-        var record = resumedRecord(on: c1)
-        _ = record.sessionControl(.resend(from: 1), on: c1)
-        _ = record.receiveNumbered(message(), on: c1)
-        _ = record.receiveNumbered(message(), on: c1)
+        var record = receivedTwo(on: c1)
         // The peer resends from 2 on another connection: 2 arrived already.
         _ = record.sessionControl(.resend(from: 2), on: c2)
         #expect(record.receiveNumbered(message(), on: c2) == (.drop, false))
@@ -506,12 +513,7 @@ struct PeerRecordTests {
     @Test("the resume window ends while a connection came back unresumed: the session ends and that connection is closed")
     func windowExpiresWhileConnected() throws {
         let c1 = Connection("c1"), c2 = Connection("c2")
-        var record = resumedRecord(on: c1, limit: 10)
-        _ = record.recordInSession(frame("0123456789"))
-        #expect(record.session?.wait("sender") == .waiting)
-        #expect(lose(&record, c1) == 1)
-        let armed = record.windowTimerArmed(Timer(name: "window"), generation: 1)
-        #expect(armed)
+        var record = suspendedFull(on: c1, resendFrom: false)
         _ = record.sessionControl(.resend(from: 1), on: c2)
         #expect(arrive(&record, c2).arrival.resumes)
 
@@ -577,13 +579,7 @@ struct PeerRecordTests {
     @Test("dropping a session hands back its waiters and window timer and forgets its numbering")
     func dropSession() {
         let c = Connection("c")
-        var record = resumedRecord(on: c, limit: 10)
-        _ = record.recordInSession(frame("0123456789"))
-        #expect(record.session?.wait("sender") == .waiting)
-        _ = record.sessionControl(.resend(from: 1), on: c)
-        #expect(lose(&record, c) == 1)
-        let armed = record.windowTimerArmed(Timer(name: "window"), generation: 1)
-        #expect(armed)
+        var record = suspendedFull(on: c, resendFrom: true)
         let error = PeerKitError.connectionClosed(peer: "B")
         let ended = record.dropSession(error)
         #expect(ended?.error == error)

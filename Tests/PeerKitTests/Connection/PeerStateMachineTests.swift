@@ -5,11 +5,7 @@ import Testing
 /// Every state and transition of ``PeerStateMachine``, with plain values: no sockets, no clock.
 @Suite("Peer state machine (no I/O)")
 struct PeerStateMachineTests {
-    final class Connection: CustomStringConvertible {
-        let name: String
-        init(_ name: String) { self.name = name }
-        var description: String { name }
-    }
+    typealias Connection = NamedConnection
 
     typealias Machine = PeerStateMachine<Connection, String>
 
