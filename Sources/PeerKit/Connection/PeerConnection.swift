@@ -395,115 +395,63 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     /// Writes urgent frames, then data frames while the channel is writable (every one when
     /// `everything`), and flushes once. Runs on the event loop.
-    ///
-    /// Frames are taken from the outbox in steps of up to ``drainStepBytes`` (one lock each, not
-    /// one per frame), and the small frames of a step are copied into one buffer, written once:
-    /// a 100-byte message then costs a copy, not a trip down the pipeline of its own. The
-    /// channel's writability is read before each step, so what goes past it while it is not
-    /// writable stays within one step.
     func drain(everything: Bool = false) {
         let wasFull = queuedOutboundBytes >= maximumQueuedOutboundBytes
         defer {
             if wasFull, roomAvailable != nil, queuedOutboundBytes < maximumQueuedOutboundBytes { roomAvailable?() }
         }
+        var wrote = false
         var wroteBytes = 0
         var dequeuedBytes = 0
         var released: [CheckedContinuation<Void, Never>] = []
         var frames = 0
         var more = false
-        var step: [ByteBuffer] = []
-        var stepIsChunk = false
         while true {
-            // Read before the lock, which stays a leaf; each step's writes may change it.
+            // Read before the lock, which stays a leaf; each write below may change it.
             let writable = everything || channel.isWritable
-            step.removeAll(keepingCapacity: true)
-            stepIsChunk = false
-            var stepBytes = 0
-            let done = state.withLockedValue { state -> Bool in
-                while !state.urgent.isEmpty, stepBytes < Self.drainStepBytes {
-                    let frame = state.urgent.removeFirst()
-                    stepBytes += frame.readableBytes
-                    step.append(frame)
+            let next = state.withLockedValue { state -> (ByteBuffer, ByteBuffer?)? in
+                if !state.urgent.isEmpty { return (state.urgent.removeFirst(), nil) }
+                if !everything, frames >= Self.framesPerDrain, !state.queued.isEmpty {
+                    // Enough for one turn: the rest goes in a later task, so that a long backlog
+                    // (a broadcast to many peers) does not hold the event loop from reading and
+                    // from the other connections' pings and data. drainScheduled stays set.
+                    more = true
+                    return nil
                 }
-                while stepBytes < Self.drainStepBytes {
-                    if !everything, frames >= Self.framesPerDrain, !state.queued.isEmpty {
-                        // Enough for one turn: the rest goes in a later task, so that a long
-                        // backlog (a broadcast to many peers) does not hold the event loop from
-                        // reading and from the other connections' pings and data.
-                        // drainScheduled stays set.
-                        more = true
-                        return true
-                    }
-                    if state.queued.isEmpty, writable, let chunk = state.bulk {
-                        // A chunk goes alone, after whatever this step took.
-                        guard step.isEmpty else { return false }
-                        state.bulk = nil
-                        released += state.bulkWaiters
-                        state.bulkWaiters = []
-                        step.append(chunk.head)
-                        if let data = chunk.data { step.append(data) }
-                        stepIsChunk = true
-                        stepBytes += chunk.head.readableBytes + (chunk.data?.readableBytes ?? 0)
-                        return false
-                    }
-                    guard writable, let frame = state.queued.popFirst() else {
-                        guard step.isEmpty else { return false }
-                        state.drainScheduled = false
-                        if state.queuedBytes <= Self.outboxLowWatermark {
-                            released += state.writabilityWaiters.values
-                            state.writabilityWaiters = [:]
-                        }
-                        return true
-                    }
-                    state.queuedBytes -= frame.readableBytes
-                    dequeuedBytes += frame.readableBytes
-                    stepBytes += frame.readableBytes
-                    frames += 1
-                    step.append(frame)
+                if state.queued.isEmpty, writable, let chunk = state.bulk {
+                    state.bulk = nil
+                    released += state.bulkWaiters
+                    state.bulkWaiters = []
+                    return (chunk.head, chunk.data)
                 }
-                return false
+                guard writable, let frame = state.queued.popFirst() else {
+                    state.drainScheduled = false
+                    if state.queuedBytes <= Self.outboxLowWatermark {
+                        released += state.writabilityWaiters.values
+                        state.writabilityWaiters = [:]
+                    }
+                    return nil
+                }
+                state.queuedBytes -= frame.readableBytes
+                dequeuedBytes += frame.readableBytes
+                frames += 1
+                return (frame, nil)
             }
-            write(step, bytes: stepBytes, coalescing: !stepIsChunk)
-            wroteBytes += stepBytes
-            if done { break }
+            guard let (frame, rest) = next else { break }
+            wroteBytes += frame.readableBytes
+            channel.write(frame, promise: nil)
+            if let rest {
+                wroteBytes += rest.readableBytes
+                channel.write(rest, promise: nil)
+            }
+            wrote = true
         }
-        if wroteBytes > 0 { channel.flush() }
+        if wrote { channel.flush() }
         if dequeuedBytes > 0 { metrics.sendQueueBytes.decrement(by: Double(dequeuedBytes)) }
         if wroteBytes > 0 { metrics.wireBytesSent.increment(by: wroteBytes) }
         for waiter in released { waiter.resume() }
         if more { channel.eventLoop.execute { self.drain() } }
     }
-
-    /// Writes one step of ``drain(everything:)``: when `coalescing`, frames of up to
-    /// ``coalescedFrameBytes`` go into one buffer, in order; a larger frame, and a resource
-    /// chunk's data (never copied), are written as they are.
-    private func write(_ frames: [ByteBuffer], bytes: Int, coalescing: Bool) {
-        guard coalescing, frames.count > 1 else {
-            for frame in frames { channel.write(frame, promise: nil) }
-            return
-        }
-        var coalesced: ByteBuffer?
-        for frame in frames {
-            if frame.readableBytes <= Self.coalescedFrameBytes {
-                if coalesced == nil { coalesced = channel.allocator.buffer(capacity: bytes) }
-                coalesced?.writeImmutableBuffer(frame)
-                continue
-            }
-            if let pending = coalesced {
-                channel.write(pending, promise: nil)
-                coalesced = nil
-            }
-            channel.write(frame, promise: nil)
-        }
-        if let coalesced { channel.write(coalesced, promise: nil) }
-    }
-
-    /// About how many bytes one step of ``drain(everything:)`` takes from the outbox (at least
-    /// one frame): the most that can go past the channel's writability.
-    static let drainStepBytes = 64 * 1024
-
-    /// Frames up to this size are copied together into one buffer when a step has several.
-    static let coalescedFrameBytes = 4 * 1024
 
     /// The most data frames one ``drain(everything:)`` writes before it lets the event loop turn.
     static let framesPerDrain = 256
