@@ -14,10 +14,10 @@ import NIOCore
 /// own messages per turn, however many it has queued. While one peer alone has messages, a turn
 /// takes up to ``maximumBatch`` of them at once (one lock for all, not one each); when another
 /// peer's message arrives meanwhile, what is left of the batch goes back to the head of its
-/// queue before the next message is handled, so the bound above still holds. Messages of one peer keep their order,
-/// whichever of its connections they came on. Each message handled is credited back to its
-/// connection (``PeerConnection/inboundHandled(_:)``), which resumes reading from a connection
-/// that was paused for being too far ahead.
+/// queue before the next message is handled, so the bound above still holds. Messages of one
+/// peer keep their order, whichever of its connections they came on. Each message handled is
+/// credited back to its connection (``PeerConnection/inboundHandled(_:)``), which resumes
+/// reading from a connection that was paused for being too far ahead.
 ///
 /// **Outbound backpressure.** A peer's handlers run only while its outbox has room
 /// (``PeerOutbound/outboxState(of:)``): a peer that does not read its replies gets no more of
