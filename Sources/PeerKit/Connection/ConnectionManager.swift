@@ -1558,7 +1558,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             guard state.running, var record = state.peers[peerID],
                   let waiters = record.link.graceExpired(generation: generation) else { return [] }
             record.switchTimer = nil
-            let reason = PeerKitError.connectionClosed(peer: record.peer.name)
+            let reason = Self.winnerNeverArrived(peer: record.peer.name, within: configuration.handshakeTimeout)
             switch PeerLoss.winnerNeverArrived(session: record.session) {
             case .suspend:
                 armWindow = suspend(&record, reason: reason, state: &state).map { ($0, record.peer.name) }
@@ -1573,6 +1573,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             logger.notice("The connection to \"\(LogSafe.text(armWindow.name, maximumBytes: 80))\" that won the tie-break did not complete its handshake within \(Duration.nanoseconds(configuration.handshakeTimeout.nanoseconds).peerKitSeconds) (PeerConfiguration.handshakeTimeout); the peer is suspended while it is redialled.")
         }
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// Why a peer whose tie-break winner did not arrive is suspended or disconnected: the real
+    /// cause, not a connection that "closed unexpectedly" (it closed on the peer's own bye).
+    static func winnerNeverArrived(peer name: String, within timeout: TimeAmount) -> PeerKitError {
+        .handshakeFailed(reason: "its connection that won the tie-break did not complete the handshake within \(Duration.nanoseconds(timeout.nanoseconds).peerKitSeconds) (PeerConfiguration.handshakeTimeout)",
+                         peer: "\"\(LogSafe.text(name, maximumBytes: 80))\"")
     }
 
     /// Suspends `record`'s peer (feature resume): reported ``PeerEvent/peerSuspended(_:reason:)``,
