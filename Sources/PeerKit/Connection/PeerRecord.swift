@@ -81,6 +81,15 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         Peer(id: peer.id, name: peer.name, discoveryInfo: peer.discoveryInfo, isConnected: isConnected, fingerprint: peer.fingerprint)
     }
 
+    /// Takes the session out of the record, to change it and store it back: while it changes,
+    /// the taken value alone refers to its retransmit tail, so that the tail is not copied (a
+    /// `var session = self.session` would share it with the record, and the first change would
+    /// copy all of it).
+    private mutating func takeSession() -> Session? {
+        defer { session = nil }
+        return session
+    }
+
     // MARK: Session: a connection arrives
 
     /// What ``sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:)`` decided.
@@ -129,7 +138,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// (``PeerSession/connected()``): nothing of it is written there until the peer's resume
     /// arrives; on another (a tie-break's) the resume only says what arrived.
     mutating func sessionConnected(_ connection: Connection) -> SessionFrame.Resume? {
-        guard var session else { return nil }
+        guard var session = takeSession() else { return nil }
         let count = link.current === connection ? session.connected() : session.received
         self.session = session
         guard let count else { return nil }
@@ -152,9 +161,8 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// connection closed for good): the session, its window timer and the inbound numbering are
     /// forgotten. Reports nothing: nil without a session.
     mutating func dropSession(_ error: PeerKitError) -> SessionEnd? {
-        guard var session else { return nil }
+        guard var session = takeSession() else { return nil }
         let waiters = session.end(error)
-        self.session = nil
         inboundNext = [:]
         let timer = windowTimer?.timer
         windowTimer = nil
@@ -166,7 +174,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// armed (a connection died before the peer resumed on it, so the window that already runs
     /// goes on; or there is no live session).
     mutating func suspend() -> Int? {
-        guard var session else { return nil }
+        guard var session = takeSession() else { return nil }
         var generation: Int?
         // Stored back whatever it returns: a connection that died before the peer's resume
         // arrived on it leaves the session suspended under the window that already runs.
@@ -210,10 +218,12 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// there is no session; the record is then unchanged. The window's timer is the one that
     /// fired: it is forgotten, not cancelled.
     mutating func windowExpired(generation: Int, window: Duration) -> WindowExpiry? {
-        guard var session else { return nil }
+        guard var session = takeSession() else { return nil }
         let error = PeerKitError.sessionExpired(peer: peer.name, window: window)
-        guard let waiters = session.windowExpired(generation: generation, error: error) else { return nil }
-        self.session = nil
+        guard let waiters = session.windowExpired(generation: generation, error: error) else {
+            self.session = session
+            return nil
+        }
         windowTimer = nil
         inboundNext = [:]
         return WindowExpiry(error: error, waiters: waiters, then: link.isConnected ? .close(link.current) : .disconnect)
@@ -308,10 +318,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// happens without a session.
     mutating func sessionControl(_ frame: SessionFrame, on connection: Connection) -> SessionControlOutcome {
         var outcome = SessionControlOutcome()
-        guard var session else { return outcome }
-        // `session` alone refers to the retransmit tail while it changes (an acknowledgement
-        // drops its head), so that the tail is not copied: the record holds none meanwhile.
-        self.session = nil
+        guard var session = takeSession() else { return outcome }
         outcome.writesSession = applyControl(frame, on: connection, session: &session, outcome: &outcome)
         if outcome.writesSession { outcome.resending = session.unacknowledgedCount }
         self.session = session
