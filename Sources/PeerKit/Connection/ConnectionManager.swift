@@ -1430,10 +1430,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if !evicted { count(reason) }
         let error = reason.error(peer: connection.description)
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
-        // redialled until the peer is discovered again, and logged once per host and episode.
+        // redialled until the peer is discovered again, and logged once per host, kind and episode.
         let refused = error?.isSecurityRefusal == true
-        // A stranger's refusals are reported (logged and published) once per remote host and
-        // episode: an attacker re-opening connections gets neither a log line nor an event per
+        // A stranger's refusals are reported (logged and published) once per remote host, kind
+        // (code) and episode: an attacker re-opening connections gets neither a log line nor an event per
         // connection, and a subscriber that reads slowly holds no event per connection either.
         // Our own dials are refused at most once per discovery of the peer: each is reported.
         let reportRefusal = refused && !evicted && error.map { error in

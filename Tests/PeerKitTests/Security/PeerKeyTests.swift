@@ -55,16 +55,38 @@ struct PeerKeyTests {
         #expect(security.txtRecord == ["sec": "psk", "keyid": key.keyID])
     }
 
-    @Test("a refused host is logged once per episode, and again after a quiet minute")
+    @Test("a refused host is logged once per episode and kind of refusal, and again after a quiet minute")
     func refusalLogOncePerEpisode() {
         var log = WireSecurity.RefusalLog()
         let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        let wrongKey = { (host: String) in WireSecurity.RefusalLog.Key(host: host, code: .keyMismatch) }
         var answers: [Bool] = []
-        answers.append(log.shouldLog(host: "10.0.0.5", now: start))
-        answers.append(log.shouldLog(host: "10.0.0.5", now: start + .seconds(30)))
-        answers.append(log.shouldLog(host: "10.0.0.6", now: start + .seconds(30)))
-        answers.append(log.shouldLog(host: "10.0.0.5", now: start + .seconds(80)))
-        answers.append(log.shouldLog(host: "10.0.0.5", now: start + .seconds(150)))
+        answers.append(log.shouldLog(wrongKey("10.0.0.5"), now: start))
+        answers.append(log.shouldLog(wrongKey("10.0.0.5"), now: start + .seconds(30)))
+        answers.append(log.shouldLog(wrongKey("10.0.0.6"), now: start + .seconds(30)))
+        answers.append(log.shouldLog(wrongKey("10.0.0.5"), now: start + .seconds(80)))
+        answers.append(log.shouldLog(wrongKey("10.0.0.5"), now: start + .seconds(150)))
         #expect(answers == [true, false, true, false, true])
+        // Another kind of refusal from the same host is news; the same kind again is not.
+        let stranger = WireSecurity.RefusalLog.Key(host: "10.0.0.5", code: .certificateNotTrusted)
+        let strangerAnswers = [log.shouldLog(stranger, now: start + .seconds(151)), log.shouldLog(stranger, now: start + .seconds(152))]
+        #expect(strangerAnswers == [true, false])
+    }
+
+    @Test("the refusals remembered are bounded: past the limit the oldest is forgotten")
+    func refusalLogBounded() {
+        var log = WireSecurity.RefusalLog()
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        for index in 0..<WireSecurity.RefusalLog.maximumEntries + 10 {
+            _ = log.shouldLog(.init(host: "10.0.\(index / 256).\(index % 256)", code: .keyMismatch), now: start + .milliseconds(Int64(index)))
+        }
+        #expect(log.lastRefused.count == WireSecurity.RefusalLog.maximumEntries)
+        // The first host was forgotten, so it is news again; the last is not.
+        let last = WireSecurity.RefusalLog.maximumEntries + 9
+        let answers = [
+            log.shouldLog(.init(host: "10.0.0.0", code: .keyMismatch), now: start + .seconds(2)),
+            log.shouldLog(.init(host: "10.0.\(last / 256).\(last % 256)", code: .keyMismatch), now: start + .seconds(2)),
+        ]
+        #expect(answers == [true, false])
     }
 }

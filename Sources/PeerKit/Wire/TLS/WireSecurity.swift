@@ -177,26 +177,40 @@ final class WireSecurity: Sendable {
     // MARK: Refusals
 
     /// Whether to log `error`, a refusal of a connection from or to `address`: once per remote
-    /// host per episode (an episode ends after ``RefusalLog/episodeGap`` without a refusal from it).
+    /// host and kind of refusal (its code) per episode (an episode ends after
+    /// ``RefusalLog/episodeGap`` without such a refusal from that host). Keying on the code too
+    /// means that one kind of refusal does not hide another: a member whose dial timed out in the
+    /// TLS handshake does not silence, for a minute, the refusal of a stranger's certificate from
+    /// the same address. There are a dozen refusal codes, so a host gets at most that many lines
+    /// per episode.
     func shouldLog(_ error: PeerKitError, remote address: String, now: NIODeadline = .now()) -> Bool {
         guard error.isSecurityRefusal else { return true }
         let host = address.split(separator: ":").dropLast().joined(separator: ":")
-        return refusals.withLockedValue { $0.shouldLog(host: host.isEmpty ? address : host, now: now) }
+        let key = RefusalLog.Key(host: host.isEmpty ? address : host, code: error.code)
+        return refusals.withLockedValue { $0.shouldLog(key, now: now) }
     }
 
-    /// Hosts whose refusal was logged, with when they were last refused.
+    /// Refusals that were logged, by host and kind, with when each was last seen.
     struct RefusalLog {
-        /// A host refused again within this time is in the same episode and is not logged again.
+        /// A host refused again in the same way within this time is in the same episode and is
+        /// not logged again.
         static let episodeGap = TimeAmount.seconds(60)
-        /// The most hosts remembered; past it the oldest is forgotten (and may be logged again).
-        static let maximumHosts = 1024
+        /// The most hosts and kinds remembered; past it the oldest is forgotten (and may be
+        /// logged again).
+        static let maximumEntries = 1024
 
-        var lastRefused: [String: NIODeadline] = [:]
+        /// A remote host and the code of its refusal.
+        struct Key: Hashable {
+            var host: String
+            var code: PeerKitError.Code
+        }
 
-        mutating func shouldLog(host: String, now: NIODeadline) -> Bool {
-            defer { lastRefused[host] = now }
-            if let last = lastRefused[host], now - last < Self.episodeGap { return false }
-            if lastRefused.count >= Self.maximumHosts, let oldest = lastRefused.min(by: { $0.value < $1.value })?.key {
+        var lastRefused: [Key: NIODeadline] = [:]
+
+        mutating func shouldLog(_ key: Key, now: NIODeadline) -> Bool {
+            defer { lastRefused[key] = now }
+            if let last = lastRefused[key], now - last < Self.episodeGap { return false }
+            if lastRefused.count >= Self.maximumEntries, let oldest = lastRefused.min(by: { $0.value < $1.value })?.key {
                 lastRefused[oldest] = nil
             }
             return true

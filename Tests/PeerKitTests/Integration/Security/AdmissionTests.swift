@@ -30,11 +30,7 @@ struct AdmissionTests {
         // Mallory's own side admits the server and sends at once.
         let serverPeer = try await mallory.waitForPeer(timeout: .seconds(20))
         try? await mallory.send(Note(text: "let me in"), to: [serverPeer])
-        try await within(20, "the refusal") {
-            while !serverLog.errors.contains(where: { $0.code == .admissionRefused }) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        try await serverLog.waitForError("the refusal") { $0.code == .admissionRefused }
         let alice = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "alice", security: .preSharedKey(key), peers: [try endpoint(of: server)]))
         try await alice.start()
         defer { alice.stop() }
@@ -47,11 +43,7 @@ struct AdmissionTests {
         #expect(serverLog.connected.map(\.name) == ["alice"])
         // Mallory is told why, and does not redial: with its clock moved past every back-off delay,
         // no timer of it is left (a redial would be one, and would arm a connect timeout).
-        try await within(20, "mallory's refusal") {
-            while !malloryLog.errors.contains(where: { $0.description.contains(AdmissionGate.refusedReason) }) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        try await malloryLog.waitForError("mallory's refusal") { $0.description.contains(AdmissionGate.refusedReason) }
         #expect(try await timeUntilNextTimerAfterAdvancing(mallory, clock: malloryClock) == nil, "mallory redials the peer that refused it")
         #expect(malloryLog.connected.count == 1, "\(malloryLog.all)")
         #expect(serverLog.errors.filter { $0.code == .admissionRefused }.count == 1, "\(serverLog.errors)")

@@ -55,12 +55,7 @@ struct CertificateTests {
         let clientError = try await nextError(clientEvents, "the client's refusal") { $0.isSecurityRefusal }
         #expect(clientError.description.contains("refused our certificate"), "\(clientError)")
         #expect(clientError.description.contains(b.fingerprint), "\(clientError)")
-        try await within(20, "the server's refusal") {
-            while !serverLog.errors.contains(where: { $0.code == .certificateNotTrusted }) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let serverError = try #require(serverLog.errors.first { $0.isSecurityRefusal })
+        let serverError = try await serverLog.waitForError("the server's refusal") { $0.code == .certificateNotTrusted }
         #expect(serverError.description.contains("presented a certificate whose public key has the fingerprint \(b.fingerprint), which we do not trust: that key is not pinned"), "\(serverError)")
         // No retry storm: with the client's clock moved past every back-off delay, no timer of it
         // is left (a redial would be one, and would arm a connect timeout).
@@ -90,9 +85,7 @@ struct CertificateTests {
         #expect(clientError.fingerprint == a.fingerprint)
         // The server learns that its certificate was refused: the connection ended in the TLS
         // handshake, so neither side ever reported the other connected.
-        try await within(20, "the server's refusal") {
-            while !serverLog.errors.contains(where: \.isSecurityRefusal) { try await Task.sleep(for: .milliseconds(20)) }
-        }
+        try await serverLog.waitForError("the server's refusal", where: \.isSecurityRefusal)
         #expect(serverLog.connected.isEmpty && client.connectedPeers.isEmpty)
     }
 
@@ -126,9 +119,7 @@ struct CertificateTests {
         #expect(notice?.contains("peerkit.error") == true, "\(notice ?? "closed")")
         #expect(notice?.contains(ConnectionStateMachine.unboundPeerIDReason) == true, "\(notice ?? "closed")")
         #expect(notice?.contains(a.fingerprint) == true, "\(notice ?? "closed")")
-        try await within(20, "the server's refusal") {
-            while !log.errors.contains(where: \.isSecurityRefusal) { try await Task.sleep(for: .milliseconds(20)) }
-        }
+        try await log.waitForError("the server's refusal", where: \.isSecurityRefusal)
         let error = try #require(log.errors.first { $0.isSecurityRefusal })
         #expect(error.description.contains("claimed the peer ID \"\(b.fingerprint)\""), "\(error)")
         #expect(error.description.contains("its key's fingerprint is \(a.fingerprint)"), "\(error)")
@@ -192,9 +183,7 @@ struct CertificateTests {
                 continue
             }
             #expect(clientError.description.contains("uses another security mode than ours (\(certificateServer ? "psk" : "cert (mutual TLS 1.3)"))"), "\(clientError)")
-            try await within(20, "the server's refusal") {
-                while !serverLog.errors.contains(where: \.isSecurityRefusal) { try await Task.sleep(for: .milliseconds(20)) }
-            }
+            try await serverLog.waitForError("the server's refusal", where: \.isSecurityRefusal)
             #expect(serverLog.connected.isEmpty && client.connectedPeers.isEmpty)
         }
     }
@@ -228,14 +217,35 @@ struct CertificateTests {
         defer { intruder.stop() }
         let refused = try await nextError(intruderEvents, "the stranger's refusal") { $0.isSecurityRefusal }
         #expect(refused.description.contains("refused our certificate"), "\(refused)")
-        try await within(20, "the server's refusal of the stranger") {
-            while !serverLog.errors.contains(where: { $0.description.contains(stranger.fingerprint) }) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let error = try #require(serverLog.errors.first(where: { $0.description.contains(stranger.fingerprint) }))
+        // The stranger's refusal is reported even if the member's own dial was cut off in a TLS
+        // handshake moments before (a refusal of another kind, from the same address).
+        let error = try await serverLog.waitForError("the server's refusal of the stranger") { $0.description.contains(stranger.fingerprint) }
         #expect(error.description.contains("its certificate is not signed by a trusted certificate authority"), "\(error)")
         #expect(serverLog.connected.count == 1, "\(serverLog.all)")
+    }
+
+    @Test("a refusal of one kind from a host does not hide one of another kind from it: a TLS handshake cut off, then an untrusted certificate from the same address, are both reported")
+    func refusalsOfTwoKindsFromOneHost() async throws {
+        let serviceType = randomServiceType()
+        let serverIdentity = try PeerIdentity.generate(name: "server")
+        let server = PeerTransceiver(configuration: certificateConfiguration(serviceType: serviceType, name: "server", identity: serverIdentity, trust: try .pinned([try PeerIdentity.generate().fingerprint])))
+        let serverLog = EventLog(server)
+        try await server.start()
+        defer { server.stop() }
+        // A TLS record header announcing a handshake, and no more: the server's TLS handshake ends
+        // when we close, as a member's dial that timed out would.
+        let cutOff = try await RawPeer(connectingTo: try endpoint(of: server))
+        try await cutOff.write(ByteBuffer(bytes: [0x16, 0x03, 0x01, 0x00, 0x80]))
+        cutOff.close()
+        let first = try await serverLog.waitForError("the cut-off handshake's refusal", where: \.isSecurityRefusal)
+        #expect(first.code == .securityHandshakeFailed, "\(first)")
+
+        let stranger = try PeerIdentity.generate(name: "stranger")
+        let intruder = PeerTransceiver(configuration: certificateConfiguration(serviceType: serviceType, name: "stranger", identity: stranger, trust: try .pinned([serverIdentity.fingerprint]), peers: [try endpoint(of: server)]))
+        try await intruder.start()
+        defer { intruder.stop() }
+        let refusal = try await serverLog.waitForError("the stranger's refusal") { $0.description.contains(stranger.fingerprint) }
+        #expect(refusal.code == .certificateNotTrusted, "\(refusal)")
     }
 
     @Test("openssl s_client with -cert/-key completes a TLS 1.3 handshake with a certificate-mode transceiver that pins its key, and is refused without a certificate")

@@ -53,11 +53,7 @@ struct PreSharedKeyTests {
         #expect(error.description.contains("The \(serviceType) peer at 127.0.0.1:\(try endpoint(of: server).port) does not share our pre-shared key"), "\(error)")
         #expect(error.description.contains(clientKey.keyID))
         #expect(!error.description.contains(clientKey.hexEncodedSecret))
-        try await within(20, "the server's refusal") {
-            while !serverLog.errors.contains(where: { $0.description.contains("does not share our pre-shared key") }) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        try await serverLog.waitForError("the server's refusal") { $0.description.contains("does not share our pre-shared key") }
         // No retry storm: with the client's clock moved past every back-off delay, no timer of it
         // is left (a redial would be one, and would arm a connect timeout).
         #expect(try await timeUntilNextTimerAfterAdvancing(client, clock: clientClock) == nil, "the client redials the peer that refused it")
@@ -128,11 +124,7 @@ struct PreSharedKeyTests {
         let raw = try await RawBytesPeer(connectingTo: try endpoint(of: server))
         try await raw.write(recorded)
         try await raw.waitUntilClosed(within: 20)
-        try await within(20, "the server's refusal of the replay") {
-            while !serverLog.errors.contains(where: \.isSecurityRefusal) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        try await serverLog.waitForError("the server's refusal of the replay", where: \.isSecurityRefusal)
         #expect(serverLog.connected.isEmpty, "\(serverLog.all)")
     }
 

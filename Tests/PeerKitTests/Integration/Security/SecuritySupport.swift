@@ -48,6 +48,22 @@ final class EventLog: Sendable {
     var connected: [Peer] {
         all.compactMap { if case let .peerConnected(peer) = $0 { return peer } else { return nil } }
     }
+
+    /// Waits up to `seconds` for an `.error` event matching `predicate`; on timeout, the error
+    /// lists every event seen, so that a failure shows what came instead.
+    @discardableResult
+    func waitForError(_ what: String, within seconds: Double = 20, where predicate: @escaping @Sendable (PeerKitError) -> Bool) async throws -> PeerKitError {
+        do {
+            return try await within(seconds, what) {
+                while true {
+                    if let error = self.errors.first(where: predicate) { return error }
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+        } catch is TimedOut {
+            throw TimedOut(what: "\(what); the events seen instead: \(all)")
+        }
+    }
 }
 
 /// A TCP proxy on 127.0.0.1 that forwards one connection at a time to `target` and records the
