@@ -1401,11 +1401,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // Held while the peer may still be writing on a tie-break's loser: what it wrote
             // there comes first.
             let held = state.withLockedValue { state -> Bool in
-                // In place: nothing is copied for the usual frame, which is not held.
-                guard let index = state.peers.index(forKey: peer.id),
-                      state.peers.values[index].releasingInbound || state.peers.values[index].link.holdsInbound(from: connection) else { return false }
-                state.peers.values[index].heldInbound.append((envelope, connection, nil))
-                return true
+                // In place: the record is not copied for the usual frame, which is not held.
+                guard let index = state.peers.index(forKey: peer.id) else { return false }
+                return state.peers.values[index].holdInbound(envelope, on: connection)
             }
             if !held { messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection) }
             return

@@ -380,6 +380,16 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         case violation(String)
     }
 
+    /// Holds `envelope`, a frame without a session number, when the peer may still be writing on
+    /// a tie-break's loser (which comes first) or held frames are being handed on: it joins
+    /// ``heldInbound``, and the result is true. Called in place for every message
+    /// (`state.peers.values[index].holdInbound(…)`, see ``outboxProbe()``).
+    mutating func holdInbound(_ envelope: Envelope, on connection: Connection) -> Bool {
+        guard releasingInbound || link.holdsInbound(from: connection) else { return false }
+        heldInbound.append((envelope, connection, nil))
+        return true
+    }
+
     /// Numbers the peer's next session frame on `connection` and decides what becomes of it:
     /// held (the peer may still be writing on a tie-break's loser, which comes first; it joins
     /// ``heldInbound``), or what the session says.

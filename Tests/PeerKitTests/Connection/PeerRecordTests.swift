@@ -432,6 +432,35 @@ struct PeerRecordTests {
         #expect(record.heldInbound.first?.sequence == 3)
     }
 
+    @Test("frames without a number on a tie-break's winner are held, without a number, until the loser has closed, and join held frames being handed on")
+    func unnumberedHeldWhileLinkHoldsInbound() {
+        let loser = Connection("in"), winner = Connection("out")
+        var record = newRecord()
+        arrive(&record, loser, direction: .inbound)
+        let onLoser = record.holdInbound(message("on the loser"), on: loser)
+        #expect(!onLoser)
+        guard case .retire = record.link.established(winner, direction: .outbound, localPeerID: Self.local, remotePeerID: Self.remote) else {
+            Issue.record("no tie-break")
+            return
+        }
+        let first = record.holdInbound(message("first"), on: winner)
+        #expect(first)
+        #expect(record.heldInbound.count == 1)
+        #expect(record.heldInbound.first?.connection === winner)
+        #expect(record.heldInbound.first?.sequence == nil)
+
+        let last = record.link.finished(loser)
+        #expect(last)
+        record.heldInbound = []
+        let second = record.holdInbound(message("second"), on: winner)
+        #expect(!second)
+        #expect(record.heldInbound.isEmpty)
+        record.releasingInbound = true
+        let third = record.holdInbound(message("third"), on: winner)
+        #expect(third)
+        #expect(record.heldInbound.count == 1)
+    }
+
     // MARK: The bound
 
     @Test("a session at its bound: a connected peer's connection is named; a suspended peer's session ends with sessionBufferFull")
