@@ -199,6 +199,9 @@ struct GroupWireTests {
         // on a loaded machine would lose it to the heartbeat, which is not what these tests are about.
         configuration.heartbeatInterval = .seconds(10)
         configuration.peerTimeout = .seconds(60)
+        // Nor to the handshake timeout: under load, a test's task can wait more than the default
+        // 5 s between connecting a raw peer and sending its hello (overTheLimit's second peer did).
+        configuration.handshakeTimeout = .seconds(60)
         if let log { configuration.logger = log.logger }
         let transceiver = PeerTransceiver(configuration: configuration)
         try transceiver.join("g")
