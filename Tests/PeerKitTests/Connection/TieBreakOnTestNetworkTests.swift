@@ -6,8 +6,9 @@ import Testing
 extension TestNetworkSuites {
 /// Two transceivers started together on a ``TestNetwork`` find each other at once and both dial,
 /// so every pair here goes through a tie-break; each side sends, broadcasts and requests from the
-/// moment its `peerConnected` arrives, while the loser may still be open. Deterministic: one event
-/// loop, a test clock.
+/// moment its `peerConnected` arrives, while the loser may still be open. One event loop and a test
+/// clock; only whether both dial before either's handshake completes depends on when the test's
+/// tasks get a thread, so a run without a tie-break is repeated (at most 5 runs).
 @Suite("The tie-break on a test network")
 struct TieBreakOnTestNetworkTests {
     struct Ask: Codable, Sendable { var n: Int }
@@ -20,6 +21,14 @@ struct TieBreakOnTestNetworkTests {
 
     @Test("sends, broadcasts and requests made while the tie-break is under way arrive once, in order, and every request is answered", arguments: [false, true])
     func sendDuringTieBreak(broadcasting: Bool) async throws {
+        for _ in 1...5 {
+            if try await tieBreaks(sendingDuringIt: broadcasting) > 0 { return }
+        }
+        Issue.record("the two did not dial each other at once in 5 runs")
+    }
+
+    /// One run: every message and answer checked; returns how many tie-breaks the two made.
+    private func tieBreaks(sendingDuringIt broadcasting: Bool) async throws -> Int {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice")
         let bob = try await network.startTransceiver(named: "bob")
@@ -59,8 +68,8 @@ struct TieBreakOnTestNetworkTests {
             #expect(box.failures.withLockedValue { $0 }.isEmpty, "\(name): \(box.failures.withLockedValue { $0 })")
         }
         let tieBreaks = (alice.session?.manager.tieBreakCount() ?? 0) + (bob.session?.manager.tieBreakCount() ?? 0)
-        #expect(tieBreaks > 0, "the two did not dial each other at once")
         await network.shutdown()
+        return tieBreaks
     }
 }
 }

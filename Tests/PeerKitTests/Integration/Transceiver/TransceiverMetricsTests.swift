@@ -150,6 +150,8 @@ struct TransceiverMetricsTests {
         // The raw peer answers no pings: it must not time out before it misbehaves, however busy the machine.
         configuration.heartbeatInterval = .seconds(60)
         configuration.peerTimeout = .seconds(120)
+        // Nor to the handshake timeout while the test's task waits for a thread to send its hello.
+        configuration.handshakeTimeout = .seconds(120)
         let server = PeerTransceiver(configuration: configuration)
         try await server.start()
         defer { server.stop() }
