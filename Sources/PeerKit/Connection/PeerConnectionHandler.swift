@@ -210,7 +210,14 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         case .none:
             break
         case let .send(frame):
-            connection.send(frame.encode(allocator: context.channel.allocator), urgent: frame.isHeartbeat)
+            let encoded = frame.encode(allocator: context.channel.allocator)
+            if case .pong = frame {
+                // Only the latest answer waits, and only for a writable channel: the peer's pings
+                // are its own to send, as many as it likes.
+                connection.sendPong(encoded)
+            } else {
+                connection.send(encoded, urgent: frame.isHeartbeat)
+            }
         case let .established(hello):
             frameLimit.current = stateMachine.configuration.maximumFrameLength
             count(as: .open)

@@ -70,4 +70,53 @@ struct ListrOutboundBoundAdversarialTests {
             stderr.contains("over the 33554432-byte limit")
         }
     }
+
+    @Test("a peer sending pings as fast as it can and never reading grows listrd by at most 32 MiB, and another client is answered within 1 s")
+    func neverReadingPinger() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "notice", "--insecure"])
+        let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
+        let serviceType = world.serviceType
+
+        // The attacker: pings in batches, as fast as listrd reads them; it reads none of the
+        // pongs. Before, each ping's pong was written past the full socket into NIO's buffer:
+        // a `peerkit node` grew by 1.8 GB in 20 s.
+        let attacker = try await blocking {
+            let socket = try RawSocket.connect(port: port)
+            socket.sayHello(serviceType: serviceType, name: "pings, never reads")
+            return socket
+        }
+        defer { attacker.close() }
+        let written = Counter()
+        let stop = Flag()
+        let attack = Task {
+            try await blocking { () -> Int in
+                var batch: [UInt8] = []
+                for ping in 0..<1000 {
+                    batch += RawSocket.frame(#"{"type":"peerkit.ping","id":"p\#(ping)","payload":{}}"#)
+                }
+                attacker.setTimeout(seconds: 1)
+                while !stop.isSet {
+                    if attacker.write(batch) { written.add(1000) }
+                }
+                return written.value
+            }
+        }
+
+        let until = Date().addingTimeInterval(8)
+        let times = try await blocking { try ListrCrossConnectionAdversarialTests.timeAnswers(port: port, serviceType: serviceType, until: until) }
+        // Enough pings that holding a pong for each (about 200 bytes) would pass the bound
+        // several times over, however slowly a loaded machine lets listrd read them.
+        let enough = 500_000
+        let deadline = Date().addingTimeInterval(60)
+        while written.value < enough, Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
+        stop.set()
+        let pings = try await attack.value
+        print("never-reading pinger: \(pings) pings written; listrd grew by \(peak - baseline) bytes at its peak; other client's slowest answer \(times.max() ?? 0) s of \(times.count)")
+
+        #expect(pings >= enough, "the attack did not get going: \(pings) pings written")
+        #expect(peak - baseline <= Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.slack)")
+        #expect(!times.isEmpty && times.allSatisfy { $0 < 1 }, "another client's answers took \(times)")
+    }
 }

@@ -51,4 +51,49 @@ struct PeerConnectionDrainTests {
         #expect(wire == ResourceChunkFrame.encode(transfer: 7, data: data), "head and data make the chunk frame")
         #expect(written.last == data)
     }
+
+    @Test("only the latest pong waits, and only for a writable channel: a peer that pings without reading makes us hold one pong, not one per ping")
+    func onlyTheLatestPongWaits() throws {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
+        var written: [String] = []
+        func collect() throws {
+            while let frame = try channel.readOutbound(as: ByteBuffer.self) { written.append(String(buffer: frame)) }
+        }
+
+        // Writable: a pong goes out at once, before queued data.
+        connection.send(ByteBuffer(string: "data"))
+        connection.sendPong(ByteBuffer(string: "pong 0"))
+        loop.run()
+        try collect()
+        #expect(written == ["pong 0", "data"])
+
+        // Not writable (the peer does not read): a thousand pings answered hold one pong, the
+        // latest; our own ping still goes out.
+        written = []
+        channel.isWritable = false
+        for index in 1...1000 { connection.sendPong(ByteBuffer(string: "pong \(index)")) }
+        connection.send(ByteBuffer(string: "ping"), urgent: true)
+        loop.run()
+        try collect()
+        #expect(written == ["ping"])
+
+        // Writable again: the latest pong, once.
+        channel.isWritable = true
+        connection.writabilityChanged(isWritable: true)
+        loop.run()
+        try collect()
+        #expect(written == ["ping", "pong 1000"])
+
+        // A closed connection holds none.
+        channel.isWritable = false
+        connection.sendPong(ByteBuffer(string: "pong 1001"))
+        connection.ended(error: nil)
+        channel.isWritable = true
+        connection.writabilityChanged(isWritable: true)
+        loop.run()
+        try collect()
+        #expect(written == ["ping", "pong 1000"])
+    }
 }
