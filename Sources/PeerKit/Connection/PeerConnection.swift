@@ -284,17 +284,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     @discardableResult
     func send(_ frame: ByteBuffer, urgent: Bool = false) -> Bool {
         guard urgent else { return enqueue(frame, below: nil).isQueued }
-        let (queued, scheduleDrain) = state.withLockedValue { state -> (Bool, Bool) in
-            guard !state.closed else { return (false, false) }
-            state.urgent.append(frame)
-            if state.drainScheduled { return (true, false) }
-            state.drainScheduled = true
-            return (true, true)
-        }
-        if scheduleDrain {
-            channel.eventLoop.execute { self.drain() }
-        }
-        return queued
+        return queueAhead { $0.urgent.append(frame) }
     }
 
     /// Queues the answer to a ping of the peer. It goes before any data still in the outbox, as
@@ -306,9 +296,15 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// connection is closing or closed.
     @discardableResult
     func sendPong(_ frame: ByteBuffer) -> Bool {
+        queueAhead { $0.pong = frame }
+    }
+
+    /// Puts a frame that goes before the outbox's data in place with `place` and schedules the
+    /// drain when none is; false (and nothing placed) once the connection is closing or closed.
+    private func queueAhead(_ place: (inout State) -> Void) -> Bool {
         let (queued, scheduleDrain) = state.withLockedValue { state -> (Bool, Bool) in
             guard !state.closed else { return (false, false) }
-            state.pong = frame
+            place(&state)
             if state.drainScheduled { return (true, false) }
             state.drainScheduled = true
             return (true, true)

@@ -31,28 +31,10 @@ struct ListrOutboundBoundAdversarialTests {
         let serviceType = world.serviceType
 
         // The attacker: dump requests in batches, as fast as listrd reads them; it reads nothing.
-        let attacker = try await blocking {
-            let socket = try RawSocket.connect(port: port)
-            socket.sayHello(serviceType: serviceType, name: "never reads")
-            return socket
+        let (attacker, written, stop, attack) = try await Self.flood(port: port, serviceType: serviceType, name: "never reads") { request in
+            #"{"type":"DumpDatabaseCommand","id":"dump-\#(request)","payload":{}}"#
         }
         defer { attacker.close() }
-        let written = Counter()
-        let stop = Flag()
-        let attack = Task {
-            try await blocking { () -> Int in
-                var batch: [UInt8] = []
-                for request in 0..<100 {
-                    batch += RawSocket.frame(#"{"type":"DumpDatabaseCommand","id":"dump-\#(request)","payload":{}}"#)
-                }
-                attacker.setTimeout(seconds: 1)
-                // Writes block once listrd stops reading; the timeout lets the loop see `stop`.
-                while !stop.isSet {
-                    if attacker.write(batch) { written.add(100) }
-                }
-                return written.value
-            }
-        }
 
         // Meanwhile another client asks for the list four times a second and times each answer.
         let until = Date().addingTimeInterval(8)
@@ -81,27 +63,10 @@ struct ListrOutboundBoundAdversarialTests {
         // The attacker: pings in batches, as fast as listrd reads them; it reads none of the
         // pongs. Before, each ping's pong was written past the full socket into NIO's buffer:
         // a `peerkit node` grew by 1.8 GB in 20 s.
-        let attacker = try await blocking {
-            let socket = try RawSocket.connect(port: port)
-            socket.sayHello(serviceType: serviceType, name: "pings, never reads")
-            return socket
+        let (attacker, written, stop, attack) = try await Self.flood(port: port, serviceType: serviceType, name: "pings, never reads") { ping in
+            #"{"type":"peerkit.ping","id":"p\#(ping)","payload":{}}"#
         }
         defer { attacker.close() }
-        let written = Counter()
-        let stop = Flag()
-        let attack = Task {
-            try await blocking { () -> Int in
-                var batch: [UInt8] = []
-                for ping in 0..<1000 {
-                    batch += RawSocket.frame(#"{"type":"peerkit.ping","id":"p\#(ping)","payload":{}}"#)
-                }
-                attacker.setTimeout(seconds: 1)
-                while !stop.isSet {
-                    if attacker.write(batch) { written.add(1000) }
-                }
-                return written.value
-            }
-        }
 
         let until = Date().addingTimeInterval(8)
         let times = try await blocking { try ListrCrossConnectionAdversarialTests.timeAnswers(port: port, serviceType: serviceType, until: until) }
@@ -118,5 +83,31 @@ struct ListrOutboundBoundAdversarialTests {
         #expect(pings >= enough, "the attack did not get going: \(pings) pings written")
         #expect(peak - baseline <= Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.slack)")
         #expect(!times.isEmpty && times.allSatisfy { $0 < 1 }, "another client's answers took \(times)")
+    }
+
+    /// A raw peer on `port` that says hello, then writes the frames `frame(0)`, `frame(1)`, …,
+    /// in batches of 100, as fast as listrd reads them, and reads nothing, until `stop` is set.
+    /// `written` counts the frames written; the task returns that count.
+    static func flood(port: Int, serviceType: String, name: String, frame: @escaping @Sendable (Int) -> String) async throws -> (RawSocket, Counter, Flag, Task<Int, any Error>) {
+        let attacker = try await blocking {
+            let socket = try RawSocket.connect(port: port)
+            socket.sayHello(serviceType: serviceType, name: name)
+            return socket
+        }
+        let written = Counter()
+        let stop = Flag()
+        let attack = Task {
+            try await blocking { () -> Int in
+                var batch: [UInt8] = []
+                for index in 0..<100 { batch += RawSocket.frame(frame(index)) }
+                attacker.setTimeout(seconds: 1)
+                // Writes block once listrd stops reading; the timeout lets the loop see `stop`.
+                while !stop.isSet {
+                    if attacker.write(batch) { written.add(100) }
+                }
+                return written.value
+            }
+        }
+        return (attacker, written, stop, attack)
     }
 }
