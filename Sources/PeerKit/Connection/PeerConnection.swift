@@ -279,7 +279,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     }
 
     /// Queues a frame of this connection's own protocol (a heartbeat, a group update, a resource
-    /// control frame); an `urgent` one (a ping or pong) goes before any data still in the outbox.
+    /// control frame); an `urgent` one (our ping) goes before any data still in the outbox. A pong
+    /// goes through ``sendPong(_:)``.
     /// Returns false when the connection is closing or closed (the frame is not sent).
     @discardableResult
     func send(_ frame: ByteBuffer, urgent: Bool = false) -> Bool {
