@@ -1431,8 +1431,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         // redialled until the peer is discovered again, and logged once per host, kind and episode.
         let refused = error?.isSecurityRefusal == true
         // A stranger's refusals are reported (logged and published) once per remote host, kind
-        // (code) and episode: an attacker re-opening connections gets neither a log line nor an event per
-        // connection, and a subscriber that reads slowly holds no event per connection either.
+        // (code) and episode: an attacker re-opening connections gets neither a log line nor an
+        // event per connection, and a subscriber that reads slowly holds no event per connection
+        // either.
         // Our own dials are refused at most once per discovery of the peer: each is reported.
         let reportRefusal = refused && !evicted && error.map { error in
             connection.direction == .outbound || configuration.security.shouldLog(error, remote: connection.remoteDescription)

@@ -293,11 +293,10 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// answers the pings before it too (any bytes prove us alive), so one is enough. The pings
     /// are the peer's to send, as many as it likes: answering each while it does not read ours
     /// held one pong per ping, without bound (a peer sending pings as fast as it could with its
-    /// reading side stalled grew a `peerkit node` by 1.8 GB in 20 s). Returns false when the
+    /// reading side stalled grew a `peerkit node` by 1.8 GB in 20 s). Nothing is queued once the
     /// connection is closing or closed.
-    @discardableResult
-    func sendPong(_ frame: ByteBuffer) -> Bool {
-        queueAhead { $0.pong = frame }
+    func sendPong(_ frame: ByteBuffer) {
+        _ = queueAhead { $0.pong = frame }
     }
 
     /// Puts a frame that goes before the outbox's data in place with `place` and schedules the

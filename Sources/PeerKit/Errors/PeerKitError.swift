@@ -80,7 +80,8 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     public let description: String
 
     /// Whether the error refused a peer for security reasons (key, mode, TLS). Such a peer is not
-    /// redialled until it is discovered again, and a refusal is logged once per host, kind (code) and episode.
+    /// redialled until it is discovered again, and a refusal is logged once per host, kind (code)
+    /// and episode.
     public let isSecurityRefusal: Bool
 
     /// An error of `code` with its values and its sentence; used by the static function of each code.
