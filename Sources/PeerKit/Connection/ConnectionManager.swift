@@ -43,6 +43,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var slowPeerGracePeriod: TimeAmount = .seconds(10)
         var maximumQueuedInboundBytes: Int = 4 * 1024 * 1024
         var maximumTotalQueuedInboundBytes: Int = 32 * 1024 * 1024
+        var maximumTotalQueuedOutboundBytes: Int = 128 * 1024 * 1024
         var maximumConnections: Int = 512
         var maximumPendingHandshakes: Int = 64
         var maximumPendingHandshakesPerAddress: Int = 8
@@ -184,6 +185,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     private let group: any EventLoopGroup
     /// What all connections together may hold unhandled (``Configuration/maximumTotalQueuedInboundBytes``).
     let inboundBudget: InboundBudget
+    /// What all connections together may hold queued to send (``Configuration/maximumTotalQueuedOutboundBytes``).
+    let outboundBudget: OutboundBudget
     /// Where the manager's own timers run (and a request's timeout, when its peer is switching).
     let timerLoop: any EventLoop
     private let logger: Logger
@@ -208,6 +211,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         self.group = group
         self.timerLoop = group.next()
         self.inboundBudget = InboundBudget(limit: configuration.maximumTotalQueuedInboundBytes)
+        self.outboundBudget = OutboundBudget(limit: configuration.maximumTotalQueuedOutboundBytes)
         self.logger = logger
         self.heartbeats = HeartbeatTicker(interval: ConnectionStateMachine.Configuration.tickInterval(
             heartbeatInterval: configuration.heartbeatInterval, peerTimeout: configuration.peerTimeout
@@ -570,9 +574,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     /// Whether the peer's outbox has room (holds less than
-    /// ``Configuration/maximumQueuedOutboundBytes``): the dispatcher runs the handlers of a peer's
+    /// ``Configuration/maximumQueuedOutboundBytes``, and, while the transceiver's
+    /// ``OutboundBudget`` is spent, nothing): the dispatcher runs the handlers of a peer's
     /// messages only then, so a peer that does not read its replies gets no more made for it,
-    /// and its further requests wait unread.
+    /// and its further requests wait unread. Under a spent budget this holds for every peer
+    /// together: the process holds at most the budget plus one reply per peer.
     func outboxState(of peerID: String) -> OutboxState {
         let link = state.withLockedValue { state -> (PeerConnection?, Int)? in
             // In place (see PeerRecord.outboxProbe()): this runs for every message handled.
@@ -581,17 +587,23 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         guard let (connection, held) = link else { return .disconnected }
         let queued = connection?.queuedOutboundBytes ?? held
-        return queued < configuration.maximumQueuedOutboundBytes ? .room : .full
+        guard queued < configuration.maximumQueuedOutboundBytes else { return .full }
+        return queued > 0 && outboundBudget.isSpent ? .full : .room
     }
 
     /// Sends `frame` to every connected peer, and holds it for each peer that is switching
     /// connections until the winner arrives. Does not wait: a peer whose outbox is full (it did
     /// not read ``Configuration/maximumQueuedOutboundBytes``) does not get it and is
     /// disconnected as too slow, so what a peer can make us queue stays within its limit plus
-    /// one frame. Returns how many peers it went or will go to.
+    /// one frame. While the transceiver's ``OutboundBudget`` is spent, a peer that holds
+    /// ``PeerConnection/outboxHighWatermark`` or more does not get it either, and is disconnected
+    /// as too slow: the budget holds for all peers together. Returns how many peers it went or
+    /// will go to.
     func broadcast(_ frame: ByteBuffer) -> Int {
         let limit = configuration.maximumQueuedOutboundBytes
+        let budgetSpent = outboundBudget.isSpent
         var overflowed: [(peerID: String, connection: PeerConnection?, queued: Int)] = []
+        var overBudget: [(connection: PeerConnection, queued: Int)] = []
         var sessionFailures: [PeerConnection] = []
         let (targets, held) = withState { state -> ([(String, PeerConnection)], Int) in
             var targets: [(String, PeerConnection)] = []
@@ -599,6 +611,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // The IDs are copied out: a loop over `state.peers.keys` keeps the dictionary's
             // storage referenced, so that each change below would copy the whole dictionary.
             for id in Array(state.peers.keys) {
+                if budgetSpent, let index = state.peers.index(forKey: id),
+                   let connection = state.peers.values[index].outboxProbe()?.0 {
+                    // A connection's lock is a leaf: read under ours.
+                    let queued = connection.queuedOutboundBytes
+                    if queued >= PeerConnection.outboxHighWatermark {
+                        overBudget.append((connection, queued))
+                        continue
+                    }
+                }
                 switch recordSessionFrame(frame, for: id, canWait: false, state: &state) {
                 case .kept:
                     held += 1
@@ -623,6 +644,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             return (targets, held)
         }
         for connection in sessionFailures { connection.requestClose(.failed(sessionBoundFailure())) }
+        let budget = configuration.maximumTotalQueuedOutboundBytes
+        for (connection, queued) in overBudget {
+            connection.requestClose(.failed(.overOutboundBudget(queuedBytes: queued, budget: budget, grace: .zero)))
+        }
         var sent = held
         for (id, connection) in targets {
             switch connection.enqueue(frame, below: limit) {
@@ -1217,6 +1242,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             maximumFrameLength: configuration.maximumFrameLength,
             maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
             slowPeerGracePeriod: configuration.slowPeerGracePeriod,
+            maximumTotalQueuedOutboundBytes: configuration.maximumTotalQueuedOutboundBytes,
             requiresAuthenticatedPeerID: configuration.security.security.boundPeerID != nil
         )
         let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
@@ -1225,11 +1251,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         let clock = configuration.clock
         let outboundLimit = configuration.maximumQueuedOutboundBytes
         let inboundBudget = self.inboundBudget
+        let outboundBudget = self.outboundBudget
         let handler = PeerConnectionHandler(configuration: stateMachine, frameLimit: limit, ticker: heartbeats, metrics: metrics, delegate: self) { channel in
             let connection = PeerConnection(
                 channel: channel, direction: direction, serviceKey: serviceKey,
                 maximumQueuedInboundBytes: inboundLimit, inboundBudget: inboundBudget, maximumQueuedOutboundBytes: outboundLimit,
-                metrics: metrics, clock: clock,
+                outboundBudget: outboundBudget, metrics: metrics, clock: clock,
                 roomAvailable: { [weak self] in self?.messagesBox.withLockedValue { $0 }?.outboxHasRoom() }
             )
             let running = self.withState { state -> Bool in
@@ -1535,7 +1562,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             case .malformed: metrics.dropped(.malformed)
             case .frameTooLarge: metrics.dropped(.frameTooLarge)
             case .timedOut: metrics.dropped(.timedOut)
-            case .tooSlow: metrics.dropped(.tooSlow)
+            case .tooSlow, .overOutboundBudget: metrics.dropped(.tooSlow)
             case .limitExceeded: metrics.dropped(.limitExceeded)
             case .peerIDNotBound: metrics.refused(.security)
             }
@@ -1684,13 +1711,14 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// when the same run of the same authenticated peer comes back, else a new one (what was
     /// pending for a restarted peer fails, and it is reported disconnected first when it was
     /// suspended). Returns whether the peer was suspended and now resumes. Its record decides
-    /// (``PeerRecord/sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:)``);
+    /// (``PeerRecord/sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:perFrameOverhead:)``);
     /// this carries it out. Call with the lock held.
     private func sessionArrives(on connection: PeerConnection, remote: Hello, record: inout PeerRecord, state: inout State) -> Bool {
         guard let sessions = configuration.sessions else { return false }
         let arrival = record.sessionArrives(incarnation: remote.resumableSession, fingerprint: connection.peer?.fingerprint,
                                             maximumUnacknowledgedBytes: sessions.maximumUnacknowledgedBytes,
-                                            maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes)
+                                            maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
+                                            perFrameOverhead: PeerConnection.perFrameOverhead)
         if let ended = arrival.ended {
             carryOut(ended, state: &state)
             state.rememberFailure(ended.error, of: record.peer.id)

@@ -57,9 +57,11 @@ protocol PeerOutbound: AnyObject, Sendable {
 
 /// What a peer's outbox can take now (``PeerOutbound/outboxState(of:)``).
 enum OutboxState: Sendable, Equatable {
-    /// Below ``PeerConfiguration/maximumQueuedOutboundBytes``.
+    /// Below ``PeerConfiguration/maximumQueuedOutboundBytes`` (and empty, while the
+    /// transceiver's ``OutboundBudget`` is spent).
     case room
-    /// At or over it: the peer is not reading what was made for it.
+    /// At or over it (or not empty under a spent budget): the peer is not reading what was made
+    /// for it, or not yet.
     case full
     /// The peer is not connected.
     case disconnected

@@ -29,11 +29,15 @@ struct ConnectionStateMachine {
         var maximumQueuedOutboundBytes: Int = 32 * 1024 * 1024
         /// …for at most this long before the peer is disconnected as too slow.
         var slowPeerGracePeriod: TimeAmount = .seconds(10)
+        /// What all connections together may hold queued (``OutboundBudget``): while it is spent,
+        /// a peer that holds ``PeerConnection/outboxHighWatermark`` or more for the grace period
+        /// is disconnected as too slow too.
+        var maximumTotalQueuedOutboundBytes: Int = 128 * 1024 * 1024
         /// Certificates mode: the peer's hello must carry the fingerprint of the certificate the
         /// TLS handshake verified (``ConnectionStateMachine/peerAuthenticated(fingerprint:)``).
         var requiresAuthenticatedPeerID = false
 
-        /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:)``:
+        /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:outboundBudgetSpent:)``:
         /// often enough that a silent peer is noticed within a tenth of the timeout of its due
         /// time, and a ping goes out within half an interval of its due time. Ticks cost no packets.
         var tickInterval: TimeAmount {
@@ -63,6 +67,10 @@ struct ConnectionStateMachine {
         case frameTooLarge(length: Int, limit: Int)
         case timedOut(silence: TimeAmount)
         case tooSlow(queuedBytes: Int, limit: Int, grace: TimeAmount)
+        /// The peer held `queuedBytes` (``PeerConnection/outboxHighWatermark`` or more) while the
+        /// transceiver's ``OutboundBudget`` of `budget` bytes was spent: when a broadcast came
+        /// (`grace` zero), or for longer than the grace period.
+        case overOutboundBudget(queuedBytes: Int, budget: Int, grace: TimeAmount)
         /// The peer went over a limit that a layer above the connection enforces (its group
         /// membership, for example); the sentence fragment says which.
         case limitExceeded(String)
@@ -159,6 +167,9 @@ struct ConnectionStateMachine {
     private var pingCount = 0
     /// Since when the outbox has been over its limit.
     private var overOutboundLimitSince: NIODeadline?
+    /// Since when the peer has held a megabyte or more while the transceiver's outbound budget
+    /// was spent.
+    private var holdingSpentBudgetSince: NIODeadline?
     /// The public-key fingerprint of the peer's certificate, once the TLS handshake verified it.
     private(set) var authenticatedFingerprint: String?
     /// The features both hellos listed, fixed when the handshake completes.
@@ -323,7 +334,11 @@ struct ConnectionStateMachine {
     ///     that it keeps hearing from us.
     ///   - stalledFor: how much later than due this tick came: this side's event loop was busy
     ///     (or the process was not scheduled), so the peer's bytes may be waiting unread.
-    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero) -> Action {
+    ///   - outboundBudgetSpent: whether all connections together hold the transceiver's
+    ///     ``OutboundBudget`` or more. A peer that holds ``PeerConnection/outboxHighWatermark`` or
+    ///     more all through the grace period meanwhile is failed as too slow: peers that never
+    ///     read cannot keep the budget spent, and the others held back, for good.
+    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero, outboundBudgetSpent: Bool = false) -> Action {
         switch state {
         case .idle, .closing, .closed:
             return .none
@@ -347,6 +362,15 @@ struct ConnectionStateMachine {
                 }
             } else {
                 overOutboundLimitSince = nil
+            }
+            if outboundBudgetSpent, queuedOutboundBytes >= PeerConnection.outboxHighWatermark {
+                let since = holdingSpentBudgetSince ?? now
+                holdingSpentBudgetSince = since
+                if now - since >= configuration.slowPeerGracePeriod {
+                    return fail(.overOutboundBudget(queuedBytes: queuedOutboundBytes, budget: configuration.maximumTotalQueuedOutboundBytes, grace: configuration.slowPeerGracePeriod))
+                }
+            } else {
+                holdingSpentBudgetSince = nil
             }
             if readingPaused {
                 // Not reading, so not judging; the peer keeps hearing from us, once an interval.
@@ -513,7 +537,7 @@ struct ConnectionStateMachine {
     private mutating func fail(_ failure: Failure) -> Action {
         state = .closing(delivering: false)
         switch failure {
-        case .timedOut, .tooSlow:
+        case .timedOut, .tooSlow, .overOutboundBudget:
             return .close(sending: nil, mode: .close, reason: .failed(failure))
         case .handshake, .malformed, .frameTooLarge, .limitExceeded, .peerIDNotBound:
             let sentence = "Closing the connection: " + failure.reason + "."
@@ -535,6 +559,9 @@ extension ConnectionStateMachine.Failure {
         case let .tooSlow(queued, limit, grace):
             if grace == .zero { return "\(queued) bytes waited to be sent, at the \(limit)-byte limit, when a broadcast, which cannot wait, came" }
             return "\(queued) bytes waited to be sent, over the \(limit)-byte limit, for more than \(grace.seconds) s"
+        case let .overOutboundBudget(queued, budget, grace):
+            let when = grace == .zero ? "when a broadcast, which cannot wait, came" : "for more than \(grace.seconds) s"
+            return "\(queued) bytes waited to be sent while all peers' send queues together were at the \(budget)-byte budget, \(when)"
         case let .peerIDNotBound(claimed, fingerprint):
             let key = fingerprint.map { "this certificate's is \($0)" } ?? "no certificate was verified"
             return "the peer ID \"\(LogSafe.text(claimed, maximumBytes: 64))\" is refused: \(ConnectionStateMachine.unboundPeerIDReason), and \(key)"
@@ -558,6 +585,8 @@ extension ConnectionStateMachine.CloseReason {
             case let .timedOut(silence): return .peerTimedOut(peer: peer, silence: .nanoseconds(silence.nanoseconds))
             case let .tooSlow(queued, limit, grace):
                 return .peerTooSlow(peer: peer, queuedBytes: queued, limit: limit, grace: .nanoseconds(grace.nanoseconds))
+            case let .overOutboundBudget(queued, budget, grace):
+                return .peerTooSlow(peer: peer, queuedBytes: queued, budget: budget, grace: .nanoseconds(grace.nanoseconds))
             case let .limitExceeded(reason):
                 return .peerExceededLimit(peer: peer, reason: reason)
             }

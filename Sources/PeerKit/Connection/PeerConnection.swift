@@ -13,6 +13,8 @@ import NIOCore
 /// the one chunk being written. ``waitUntilWritable()``
 /// lets senders wait while the outbox is over its high-water mark; the connection's state machine
 /// disconnects a peer whose outbox stays over ``PeerConfiguration/maximumQueuedOutboundBytes``.
+/// The outbox counts what its frames cost in memory, not only their bytes
+/// (``queuedCost(of:)``), and adds it to the transceiver's ``OutboundBudget``.
 ///
 /// **Inbound.** Messages handed to the dispatcher are counted (``inboundAccepted(_:)``) until
 /// their handlers ran (``inboundHandled(_:)``); over ``PeerConfiguration/maximumQueuedInboundBytes``
@@ -41,6 +43,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// …until the outbox is down to this many.
     static let outboxLowWatermark = 1 << 18
 
+    /// What a queued frame costs beyond its bytes: its buffer's object and the allocator's
+    /// rounding, and its slot in the queue. Small frames cost far more than their bytes: one
+    /// client that read none of its small error replies held about 90 MB for a 32 MiB limit
+    /// counted in bytes. The same 256 bytes as a received message's
+    /// (``PeerConnectionHandler/perMessageOverhead``).
+    static let perFrameOverhead = 256
+
+    /// What `frame` counts against the outbox's limit and the transceiver's budget while it waits.
+    static func queuedCost(of frame: ByteBuffer) -> Int {
+        frame.readableBytes + perFrameOverhead
+    }
+
     /// Asks the connection's handler to do something on its event loop
     /// (sent with `triggerUserOutboundEvent`).
     enum Request: Sendable {
@@ -56,6 +70,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     private struct State {
         var queued = CircularBuffer<ByteBuffer>()
+        /// What the queued frames cost (``PeerConnection/queuedCost(of:)``): their bytes and a
+        /// per-frame overhead.
         var queuedBytes = 0
         var urgent: [ByteBuffer] = []
         /// The answer to the peer's latest ping, until the channel can take it (see ``sendPong(_:)``).
@@ -114,9 +130,14 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     /// What all of the transceiver's connections may hold unhandled together (nil: no such bound).
     let inboundBudget: InboundBudget?
+    /// What all of the transceiver's connections may hold queued to send together (nil: no such
+    /// bound). While it is spent, ``roomAvailable`` is also called when this outbox empties, and
+    /// when the total drops below the budget.
+    let outboundBudget: OutboundBudget?
 
-    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, inboundBudget: InboundBudget? = nil, maximumQueuedOutboundBytes: Int = 32 << 20, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous, roomAvailable: (@Sendable () -> Void)? = nil) {
+    init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, inboundBudget: InboundBudget? = nil, maximumQueuedOutboundBytes: Int = 32 << 20, outboundBudget: OutboundBudget? = nil, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous, roomAvailable: (@Sendable () -> Void)? = nil) {
         self.inboundBudget = inboundBudget
+        self.outboundBudget = outboundBudget
         self.maximumQueuedOutboundBytes = maximumQueuedOutboundBytes
         self.roomAvailable = roomAvailable
         self.metrics = metrics
@@ -149,7 +170,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// id): asked for with every frame received, so it does not copy the hello.
     var offersResumableSession: Bool { state.withLockedValue { $0.offersResumableSession } }
 
-    /// Bytes waiting in the outbox.
+    /// What waits in the outbox: its frames' bytes and a per-frame overhead (``queuedCost(of:)``).
     var queuedOutboundBytes: Int { state.withLockedValue { $0.queuedBytes } }
 
     /// Why the connection ended, once it ended badly.
@@ -226,13 +247,14 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         let (outcome, appended) = state.withLockedValue { state -> (Enqueued, Appended) in
             guard !state.closed, state.accepting else { return (.closed, Appended()) }
             if let mark, state.queuedBytes >= mark { return (.full(queuedBytes: state.queuedBytes), Appended()) }
-            return (.queued, Self.append(CollectionOfOne(frame), to: &state))
+            return (.queued, append(CollectionOfOne(frame), to: &state))
         }
         finishAppend(appended)
         return outcome
     }
 
-    /// What ``appendInOrder(_:)`` queued: its bytes, and whether the drain is to be scheduled.
+    /// What ``appendInOrder(_:)`` queued: its cost (``queuedCost(of:)``), and whether the drain
+    /// is to be scheduled.
     struct Appended {
         var bytes = 0
         var scheduleDrain = false
@@ -248,20 +270,22 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     func appendInOrder(_ frames: [ByteBuffer]) -> Appended {
         state.withLockedValue { state -> Appended in
             guard !state.closed, state.accepting else { return Appended() }
-            return Self.append(frames, to: &state)
+            return append(frames, to: &state)
         }
     }
 
-    /// Appends `frames` to the outbox of `state` (the lock held); the drain is to be scheduled
-    /// when none is yet.
-    private static func append(_ frames: some Collection<ByteBuffer>, to state: inout State) -> Appended {
+    /// Appends `frames` to the outbox of `state` (the lock held), and their cost to the budget;
+    /// the drain is to be scheduled when none is yet. The budget's count is one atomic add, made
+    /// under the lock so that no drain can take the frames off it before they are on it.
+    private func append(_ frames: some Collection<ByteBuffer>, to state: inout State) -> Appended {
         guard !frames.isEmpty else { return Appended() }
         var appended = Appended()
         for frame in frames {
             state.queued.append(frame)
-            appended.bytes += frame.readableBytes
+            appended.bytes += Self.queuedCost(of: frame)
         }
         state.queuedBytes += appended.bytes
+        outboundBudget?.added(appended.bytes)
         if !state.drainScheduled {
             state.drainScheduled = true
             appended.scheduleDrain = true
@@ -410,21 +434,35 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             }
             return (Array(state.writabilityWaiters.values) + state.bulkWaiters, dropped)
         }
-        if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }
+        outboundReleased(dropped)
         inboundBudget?.forget(self)
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// `cost` of what was queued left the outbox (written or dropped): the metrics and the
+    /// budget count it no longer. When that brings the transceiver's budget below its limit,
+    /// the peers held back for it are served again.
+    private func outboundReleased(_ cost: Int) {
+        guard cost > 0 else { return }
+        metrics.sendQueueBytes.decrement(by: Double(cost))
+        if outboundBudget?.removed(cost) == true { roomAvailable?() }
     }
 
     /// Writes urgent frames, then data frames while the channel is writable (every one when
     /// `everything`), and flushes once. Runs on the event loop.
     func drain(everything: Bool = false) {
         let wasFull = queuedOutboundBytes >= maximumQueuedOutboundBytes
-        defer {
-            if wasFull, roomAvailable != nil, queuedOutboundBytes < maximumQueuedOutboundBytes { roomAvailable?() }
-        }
         var wrote = false
         var wroteBytes = 0
         var dequeuedBytes = 0
+        defer {
+            // Room for this peer's handlers: under its own limit again, or, while the
+            // transceiver's budget is spent (they then run only for an empty outbox), empty.
+            if let roomAvailable, wasFull || (dequeuedBytes > 0 && outboundBudget?.isSpent == true) {
+                let queued = queuedOutboundBytes
+                if queued < maximumQueuedOutboundBytes, wasFull || queued == 0 { roomAvailable() }
+            }
+        }
         var released: [CheckedContinuation<Void, Never>] = []
         var frames = 0
         var more = false
@@ -458,8 +496,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     }
                     return nil
                 }
-                state.queuedBytes -= frame.readableBytes
-                dequeuedBytes += frame.readableBytes
+                let cost = Self.queuedCost(of: frame)
+                state.queuedBytes -= cost
+                dequeuedBytes += cost
                 frames += 1
                 return (frame, nil)
             }
@@ -473,7 +512,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             wrote = true
         }
         if wrote { channel.flush() }
-        if dequeuedBytes > 0 { metrics.sendQueueBytes.decrement(by: Double(dequeuedBytes)) }
+        outboundReleased(dequeuedBytes)
         if wroteBytes > 0 { metrics.wireBytesSent.increment(by: wroteBytes) }
         for waiter in released { waiter.resume() }
         if more { channel.eventLoop.execute { self.drain() } }
@@ -546,7 +585,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                 defer { state.queued.removeAll(); state.queuedBytes = 0; state.bulk = nil }
                 return state.queuedBytes
             }
-            if dropped > 0 { metrics.sendQueueBytes.decrement(by: Double(dropped)) }
+            outboundReleased(dropped)
         } else {
             drain(everything: true)
         }

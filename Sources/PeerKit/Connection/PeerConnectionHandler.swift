@@ -99,7 +99,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             now: now,
             queuedOutboundBytes: connection.queuedOutboundBytes,
             readingPaused: connection.isReadingPaused,
-            stalledFor: late > interval ? late : .zero
+            stalledFor: late > interval ? late : .zero,
+            outboundBudgetSpent: connection.outboundBudget?.isSpent ?? false
         )
         let quiet = stateMachine.isQuiet(now: now)
         if quiet != reportedQuiet {
@@ -239,7 +240,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         case let .close(frame, mode, reason):
             // A silent or non-reading peer would never take what is queued for it.
             let discard: Bool
-            if case .failed(.timedOut) = reason { discard = true } else if case .failed(.tooSlow) = reason { discard = true } else { discard = false }
+            switch reason {
+            case .failed(.timedOut), .failed(.tooSlow), .failed(.overOutboundBudget): discard = true
+            default: discard = false
+            }
             let timeout: TimeAmount = mode == .awaitPeer ? stateMachine.configuration.handshakeTimeout : .seconds(1)
             // The layer above hears first, so that it routes the peer's frames elsewhere before
             // this connection refuses them: a frame is either written here or routed again,

@@ -92,7 +92,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
 
     // MARK: Session: a connection arrives
 
-    /// What ``sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:)`` decided.
+    /// What ``sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:perFrameOverhead:)`` decided.
     struct SessionArrival {
         /// Whether the peer was suspended and resumes now, with its session: it is reported
         /// resumed, not connected.
@@ -111,8 +111,9 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// restarted peer fails, and it is reported disconnected first when it was suspended), and a
     /// new one starts when the peer offers one (`incarnation` is not nil). The new session's
     /// bound is the lower of `maximumUnacknowledgedBytes` and `maximumQueuedOutboundBytes`: its
-    /// frames are the outbox's session frames too, so its bound is never looser.
-    mutating func sessionArrives(incarnation: String?, fingerprint: String?, maximumUnacknowledgedBytes: Int, maximumQueuedOutboundBytes: Int) -> SessionArrival {
+    /// frames are the outbox's session frames too, so its bound is never looser. Each frame
+    /// counts `perFrameOverhead` beyond its bytes, as in the outbox.
+    mutating func sessionArrives(incarnation: String?, fingerprint: String?, maximumUnacknowledgedBytes: Int, maximumQueuedOutboundBytes: Int, perFrameOverhead: Int) -> SessionArrival {
         if let session, !session.isEnded,
            let incarnation, session.continues(incarnation: incarnation, fingerprint: fingerprint) {
             return SessionArrival(resumes: !link.isConnected)
@@ -127,7 +128,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         }
         if let incarnation {
             let bound = min(maximumUnacknowledgedBytes, maximumQueuedOutboundBytes)
-            session = Session(limits: .init(maximumUnacknowledgedBytes: bound), remoteIncarnation: incarnation, fingerprint: fingerprint)
+            session = Session(limits: .init(maximumUnacknowledgedBytes: bound, perFrameOverhead: perFrameOverhead), remoteIncarnation: incarnation, fingerprint: fingerprint)
         }
         return arrival
     }

@@ -59,9 +59,13 @@ struct PeerSession<Waiter> {
         /// Acknowledge at once when this many bytes were received since the last acknowledgement;
         /// a quarter of the peer's bound keeps its tail flowing without an acknowledgement per message.
         var acknowledgeAfterBytes: Int
+        /// What each kept frame counts beyond its bytes against the bound, for what it costs in
+        /// memory (``PeerConnection/perFrameOverhead`` for a transceiver's sessions).
+        var perFrameOverhead: Int
 
-        init(maximumUnacknowledgedBytes: Int, acknowledgeAfterBytes: Int? = nil) {
+        init(maximumUnacknowledgedBytes: Int, acknowledgeAfterBytes: Int? = nil, perFrameOverhead: Int = 0) {
             self.maximumUnacknowledgedBytes = maximumUnacknowledgedBytes
+            self.perFrameOverhead = perFrameOverhead
             self.acknowledgeAfterBytes = acknowledgeAfterBytes ?? max(1, min(maximumUnacknowledgedBytes / 4, Self.defaultAcknowledgeAfterBytes))
         }
 
@@ -175,13 +179,18 @@ struct PeerSession<Waiter> {
         case ended(PeerKitError)
     }
 
+    /// What `frame` counts against the bound while it is kept: its bytes and the per-frame overhead.
+    private func cost(of frame: ByteBuffer) -> Int {
+        frame.readableBytes + limits.perFrameOverhead
+    }
+
     /// Numbers a session frame and keeps it until the peer acknowledges it.
     mutating func record(_ frame: ByteBuffer) -> Record {
         if case let .ended(error) = phase { return .ended(error) }
         guard !isFull else { return .full(unacknowledgedBytes: unacknowledgedBytes) }
         sent += 1
         tail.append(frame)
-        unacknowledgedBytes += frame.readableBytes
+        unacknowledgedBytes += cost(of: frame)
         return .kept(sequence: sent)
     }
 
@@ -268,7 +277,7 @@ struct PeerSession<Waiter> {
     private mutating func drop(through count: UInt64) -> Int {
         var freed = 0
         while acknowledged < count, let frame = tail.popFirst() {
-            freed += frame.readableBytes
+            freed += cost(of: frame)
             acknowledged += 1
             if written > 0 { written -= 1 }
         }
@@ -423,7 +432,7 @@ struct PeerSession<Waiter> {
         let doubtful = Int(min(UInt64(tail.count), highestWritten > acknowledged ? highestWritten - acknowledged : 0))
         var bytes = 0
         for _ in 0..<doubtful {
-            if let frame = tail.popFirst() { bytes += frame.readableBytes }
+            if let frame = tail.popFirst() { bytes += cost(of: frame) }
         }
         unacknowledgedBytes -= bytes
         sent = UInt64(tail.count)

@@ -275,6 +275,9 @@ final class MessageDispatcher: InboundMessageSink {
                         return true
                     }
                     if parked {
+                        // The outbox may have drained between the look above and the park, its
+                        // wake-up finding nobody parked: look once more, now that it would.
+                        if outbound?.outboxState(of: message.sender.id) == .room { outboxHasRoom() }
                         if round.onePeer { break messages }
                         index += 1
                         continue

@@ -56,7 +56,10 @@ public struct PeerConfiguration: Sendable {
     /// on connections that never authenticate.
     public var maximumHandshakeFrameLength: Int
     /// How many bytes may wait to be sent to one peer: a bound, not a trigger. Defaults to 32 MiB.
-    /// What we queue for one peer stays within it plus one frame, at every moment:
+    /// Each queued frame counts its bytes and 256 more, for what it costs in memory beyond them
+    /// (its buffer's object, the allocator's rounding, its slot in the queue), so that many
+    /// small frames cannot hold far more memory than the limit says. What we queue for one peer
+    /// stays within it plus one frame, at every moment:
     /// - `send(_:to:)`, requests and group sends wait while the peer's queue is over 1 MiB (a
     ///   socket-like pace), at most ``slowPeerGracePeriod``;
     /// - while the queue is at this limit, the peer's handlers do not run (no replies are made
@@ -86,7 +89,8 @@ public struct PeerConfiguration: Sendable {
     /// acknowledgement (feature `resume`): a bound at every moment (plus one frame), also while the
     /// peer is suspended. Defaults to 8 MiB: a few seconds of a busy stream (10,000 messages of
     /// 400 bytes fit twice), and a quarter of ``maximumQueuedOutboundBytes``, with which it shares
-    /// its frames (no copy); a lower ``maximumQueuedOutboundBytes`` lowers it too. At the bound, `send(_:to:)` and requests wait for acknowledgements
+    /// its frames (no copy); a lower ``maximumQueuedOutboundBytes`` lowers it too. Like that
+    /// limit, it counts each frame's bytes and 256 more. At the bound, `send(_:to:)` and requests wait for acknowledgements
     /// (at most ``slowPeerGracePeriod``, then the peer is disconnected as too slow); while the peer
     /// is suspended, or for a `broadcast` or a reply, which cannot wait, the peer is disconnected
     /// and the call throws ``PeerKitError/sessionBufferFull(peer:unacknowledgedBytes:limit:)``.
@@ -103,6 +107,21 @@ public struct PeerConfiguration: Sendable {
     /// more than this (plus one frame per connection). Requests of a peer that disconnected are
     /// dropped unhandled and count no longer.
     public var maximumTotalQueuedInboundBytes: Int
+    /// How many bytes may wait to be sent to all peers together: a bound, not a trigger, on top of
+    /// each peer's ``maximumQueuedOutboundBytes``. Defaults to 128 MiB (four peers at their limit).
+    /// Like that limit, it counts each queued frame's bytes and 256 more for what the frame costs
+    /// in memory beyond them. While the queues together hold this much:
+    /// - a peer's handlers run only while nothing waits to be sent to it, so peers that do not
+    ///   read their replies cannot make more of them (the others' requests are still answered, one
+    ///   at a time as their replies leave);
+    /// - a `broadcast` to a peer that holds 1 MiB or more does not go to it, and the peer is
+    ///   disconnected as too slow;
+    /// - a peer that holds 1 MiB or more all through ``slowPeerGracePeriod`` is disconnected as
+    ///   too slow, so that peers which never read cannot keep the budget spent.
+    ///
+    /// So many connections, each within its own limit, cannot together make the process queue
+    /// more than this (plus one frame per connection).
+    public var maximumTotalQueuedOutboundBytes: Int
     /// The longest chunk of a resource (``PeerTransceiver/send(resource:named:to:)``) in one
     /// frame, in bytes. Defaults to 256 KiB: a message or request queued during a large transfer
     /// waits for at most one chunk (0.3 ms at 1 GB/s, 60 ms on a 4 MiB/s link), while chunks stay
@@ -260,6 +279,7 @@ public struct PeerConfiguration: Sendable {
         self.maximumUnacknowledgedBytes = 8 * 1024 * 1024
         self.maximumQueuedInboundBytes = 4 * 1024 * 1024
         self.maximumTotalQueuedInboundBytes = 32 * 1024 * 1024
+        self.maximumTotalQueuedOutboundBytes = 128 * 1024 * 1024
         self.resourceChunkLength = 256 * 1024
         self.resourceWindowBytes = 4 * 1024 * 1024
         self.maximumConcurrentIncomingResources = 4
@@ -308,7 +328,8 @@ public struct PeerConfiguration: Sendable {
         let limits: [(String, Int)] = [
             ("maximumFrameLength", maximumFrameLength), ("maximumHandshakeFrameLength", maximumHandshakeFrameLength),
             ("maximumQueuedOutboundBytes", maximumQueuedOutboundBytes), ("maximumQueuedInboundBytes", maximumQueuedInboundBytes),
-            ("maximumTotalQueuedInboundBytes", maximumTotalQueuedInboundBytes), ("maximumUnacknowledgedBytes", maximumUnacknowledgedBytes),
+            ("maximumTotalQueuedInboundBytes", maximumTotalQueuedInboundBytes), ("maximumTotalQueuedOutboundBytes", maximumTotalQueuedOutboundBytes),
+            ("maximumUnacknowledgedBytes", maximumUnacknowledgedBytes),
             ("maximumConnections", maximumConnections), ("maximumPendingHandshakes", maximumPendingHandshakes),
             ("maximumPendingHandshakesPerAddress", maximumPendingHandshakesPerAddress),
             ("maximumGroupNameLength", maximumGroupNameLength), ("maximumGroupsPerPeer", maximumGroupsPerPeer),

@@ -67,6 +67,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
                 slowPeerGracePeriod: configuration.slowPeerGracePeriod.timeAmount,
                 maximumQueuedInboundBytes: configuration.maximumQueuedInboundBytes,
                 maximumTotalQueuedInboundBytes: configuration.maximumTotalQueuedInboundBytes,
+                maximumTotalQueuedOutboundBytes: configuration.maximumTotalQueuedOutboundBytes,
                 maximumConnections: configuration.maximumConnections,
                 maximumPendingHandshakes: configuration.maximumPendingHandshakes,
                 maximumPendingHandshakesPerAddress: configuration.maximumPendingHandshakesPerAddress,

@@ -14,6 +14,8 @@ import Glibc
 struct ListrOutboundBoundAdversarialTests {
     /// PeerKit's outbound limit per peer.
     static let outboundLimit = 32 * 1024 * 1024
+    /// PeerKit's outbound budget for all peers together.
+    static let totalOutboundBudget = 128 * 1024 * 1024
     /// What listrd may grow by on top of it: one answer in flight, the inbound queue (4 MiB),
     /// allocator slack.
     static let slack = 32 * 1024 * 1024
@@ -31,7 +33,7 @@ struct ListrOutboundBoundAdversarialTests {
         let serviceType = world.serviceType
 
         // The attacker: dump requests in batches, as fast as listrd reads them; it reads nothing.
-        let (attacker, written, stop, attack) = try await Self.flood(port: port, serviceType: serviceType, name: "never reads") { request in
+        let (attacker, _, stop, attack) = try await Self.flood(port: port, serviceType: serviceType, name: "never reads") { request in
             #"{"type":"DumpDatabaseCommand","id":"dump-\#(request)","payload":{}}"#
         }
         defer { attacker.close() }
@@ -85,6 +87,71 @@ struct ListrOutboundBoundAdversarialTests {
         #expect(!times.isEmpty && times.allSatisfy { $0 < 1 }, "another client's answers took \(times)")
     }
 
+    @Test("six peers sending requests of an unknown type as fast as they can, reading none of the error replies, grow listrd by at most the 128 MiB process-wide budget plus 64 MiB, and another client is answered")
+    func severalNeverReadingRequesters() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "info", "--insecure", "--metrics-port", "0"])
+        try await daemon.waitFor("its metrics line", timeout: ListrFixture.deadline) { _, stderr in
+            stderr.contains("Serving metrics on http://127.0.0.1:")
+        }
+        let metricsPort = try #require(ListrMetricsEndpointTests.metricsPort(in: daemon.stderr), "\(daemon.stderr)")
+        let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
+        let serviceType = world.serviceType
+
+        // Each error reply is a small frame (about 100 bytes), so each peer alone could make
+        // listrd queue up to its own 32 MiB limit; six together pass the process-wide budget of
+        // 128 MiB (PeerConfiguration.maximumTotalQueuedOutboundBytes). Run against the code
+        // before the budget, when frames counted only their bytes, this test saw listrd grow by
+        // 321 MB.
+        var floods: [(RawSocket, Counter, Flag, Task<Int, any Error>)] = []
+        for attacker in 0..<6 {
+            floods.append(try await Self.flood(port: port, serviceType: serviceType, name: "never reads \(attacker)") { request in
+                #"{"type":"NoSuchCommand","id":"r\#(request)","payload":{}}"#
+            })
+        }
+        defer { for (socket, _, _, _) in floods { socket.close() } }
+
+        // The attack stalls once listrd stops running the attackers' handlers (and so reading
+        // them); until then the other client is timed.
+        let until = Date().addingTimeInterval(10)
+        let times = try await blocking { try ListrCrossConnectionAdversarialTests.timeAnswers(port: port, serviceType: serviceType, until: until) }
+        // What all peers' send queues hold together (PeerKit's gauge, in the budget's units),
+        // sampled until the attack stalls.
+        var mostQueued = 0.0
+        var written = floods.reduce(0) { $0 + $1.1.value }
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            for _ in 0..<4 {
+                try await Task.sleep(for: .milliseconds(500))
+                let metrics = try await ListrMetricsEndpointTests.get("/metrics", port: metricsPort)
+                mostQueued = max(mostQueued, ListrMetricsEndpointTests.value(of: "peerkit_send_queue_bytes", in: metrics.body) ?? 0)
+            }
+            let now = floods.reduce(0) { $0 + $1.1.value }
+            if now == written { break }
+            written = now
+        }
+        let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
+        print("six never-reading requesters: \(written) requests written; at most \(Int(mostQueued)) bytes queued; listrd grew by \(peak - baseline) bytes at its peak; other client's slowest answer \(times.max() ?? 0) s of \(times.count)")
+
+        // 128 MiB of replies, each counted as its bytes and 256 more, is over 300,000 of them.
+        #expect(written > 300_000, "the attack did not get going: \(written) requests written")
+        // The budget was reached, and held: one reply per connection over it at most.
+        #expect(mostQueued >= 0.9 * Double(Self.totalOutboundBudget), "the send queues held at most \(Int(mostQueued)) bytes: the budget was not reached")
+        #expect(mostQueued <= Double(Self.totalOutboundBudget + 7 * 1024), "the send queues held \(Int(mostQueued)) bytes, over the budget")
+        #expect(peak - baseline <= Self.totalOutboundBudget + 2 * Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.totalOutboundBudget + 2 * Self.slack)")
+        #expect(!times.isEmpty && times.allSatisfy { $0 < 2 }, "another client's answers took \(times)")
+        // The attackers, holding a megabyte or more each while the budget stays spent, are
+        // disconnected once the grace period ran out: they cannot keep the budget for good. The
+        // line also proves that the budget was reached, so that the bound above was tested.
+        try await daemon.waitFor("a never-reading peer disconnected for the spent budget", timeout: .seconds(60)) { _, stderr in
+            stderr.contains("(PeerConfiguration.maximumTotalQueuedOutboundBytes)")
+        }
+        for (_, _, stop, attack) in floods {
+            stop.set()
+            _ = try? await attack.value
+        }
+    }
+
     /// A raw peer on `port` that says hello, then writes the frames `frame(0)`, `frame(1)`, …,
     /// in batches of 100, as fast as listrd reads them, and reads nothing, until `stop` is set.
     /// `written` counts the frames written; the task returns that count.
@@ -102,9 +169,8 @@ struct ListrOutboundBoundAdversarialTests {
                 for index in 0..<100 { batch += RawSocket.frame(frame(index)) }
                 attacker.setTimeout(seconds: 1)
                 // Writes block once listrd stops reading; the timeout lets the loop see `stop`.
-                while !stop.isSet {
-                    if attacker.write(batch) { written.add(100) }
-                }
+                // A batch is written whole however long that takes, so every frame stays whole.
+                while attacker.write(batch, until: stop) { written.add(100) }
                 return written.value
             }
         }

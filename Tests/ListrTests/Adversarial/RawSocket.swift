@@ -58,6 +58,24 @@ struct RawSocket: Sendable {
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// Writes all of `bytes`, however long the other side takes to read them, until `stop` is
+    /// set: a write that times out goes on from where it was, so the stream stays whole (a
+    /// batch written again from its start after a partial write would cut a frame in two).
+    /// False when the other side closed or reset the connection, or `stop` was set first.
+    func write(_ bytes: [UInt8], until stop: Flag) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            if stop.isSet { return false }
+            let written = bytes.withUnsafeBytes { buffer in
+                send(descriptor, buffer.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            }
+            if written < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
+            if written <= 0 { return false }
+            offset += written
+        }
+        return true
+    }
+
     /// Writes all of `bytes`; false when the other side closed or reset the connection (or the
     /// write timed out).
     @discardableResult

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -95,5 +96,60 @@ struct PeerConnectionDrainTests {
         loop.run()
         try collect()
         #expect(written == ["ping", "pong 1000"])
+    }
+
+    @Test("the outbox counts each frame's bytes and its overhead, on its own and in the transceiver's budget, and gives both back when written or dropped")
+    func outboxCountsCostInTheBudget() throws {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let budget = OutboundBudget(limit: 1 << 20)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget)
+        let other = PeerConnection(channel: EmbeddedChannel(), direction: .inbound, serviceKey: nil, outboundBudget: budget)
+        channel.isWritable = false
+        for _ in 0..<10 { connection.send(ByteBuffer(repeating: 0x61, count: 100)) }
+        other.send(ByteBuffer(repeating: 0x62, count: 40))
+        let cost = 100 + PeerConnection.perFrameOverhead
+        #expect(connection.queuedOutboundBytes == 10 * cost, "ten frames of 100 bytes, each with its overhead")
+        #expect(budget.total == 10 * cost + 40 + PeerConnection.perFrameOverhead, "the budget counts both connections")
+
+        channel.isWritable = true
+        connection.writabilityChanged(isWritable: true)
+        loop.run()
+        #expect(connection.queuedOutboundBytes == 0)
+        #expect(budget.total == 40 + PeerConnection.perFrameOverhead, "written: off the budget")
+        other.ended(error: nil)
+        #expect(budget.total == 0, "dropped with its connection: off the budget")
+    }
+
+    @Test("while the transceiver's budget is spent, a connection whose outbox empties says so (its peer's handlers may run), and so does the budget once it has room")
+    func roomWhileTheBudgetIsSpent() throws {
+        let frame = ByteBuffer(repeating: 0x61, count: 1000)
+        let budget = OutboundBudget(limit: 2 * PeerConnection.queuedCost(of: frame))
+        let rooms = NIOLockedValueBox(0)
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget,
+                                        roomAvailable: { rooms.withLockedValue { $0 += 1 } })
+        let hog = PeerConnection(channel: EmbeddedChannel(), direction: .inbound, serviceKey: nil, outboundBudget: budget,
+                                 roomAvailable: { rooms.withLockedValue { $0 += 1 } })
+        // The hog's peer never reads: its two frames spend the budget.
+        (hog.channel as? EmbeddedChannel)?.isWritable = false
+        hog.send(frame)
+        hog.send(frame)
+        #expect(budget.isSpent)
+
+        channel.isWritable = false
+        connection.send(frame)
+        channel.isWritable = true
+        connection.writabilityChanged(isWritable: true)
+        loop.run()
+        #expect(connection.queuedOutboundBytes == 0)
+        #expect(budget.isSpent, "the hog still holds the budget")
+        #expect(rooms.withLockedValue { $0 } >= 1, "the emptied outbox said so, although the budget is still spent")
+
+        rooms.withLockedValue { $0 = 0 }
+        hog.ended(error: nil)
+        #expect(!budget.isSpent)
+        #expect(rooms.withLockedValue { $0 } == 1, "the budget's room said so once")
     }
 }

@@ -29,7 +29,7 @@ struct PeerRecordTests {
     @discardableResult
     func arrive(_ record: inout Record, _ connection: Connection, direction: TieBreak.Direction = .outbound, incarnation: String? = "b1",
                 fingerprint: String? = nil, limit: Int = 100) -> (arrival: Record.SessionArrival, resume: SessionFrame.Resume?) {
-        let arrival = record.sessionArrives(incarnation: incarnation, fingerprint: fingerprint, maximumUnacknowledgedBytes: limit, maximumQueuedOutboundBytes: 1_000_000)
+        let arrival = record.sessionArrives(incarnation: incarnation, fingerprint: fingerprint, maximumUnacknowledgedBytes: limit, maximumQueuedOutboundBytes: 1_000_000, perFrameOverhead: 0)
         _ = record.link.established(connection, direction: direction, localPeerID: Self.local, remotePeerID: Self.remote)
         return (arrival, record.sessionConnected(connection))
     }
@@ -145,7 +145,7 @@ struct PeerRecordTests {
         var record = resumedRecord(on: c1)
         let epoch = record.session?.epoch
         // Seen from "a", the peer's own dial (inbound here) loses to the existing outbound one.
-        let arrival = record.sessionArrives(incarnation: "b1", fingerprint: nil, maximumUnacknowledgedBytes: 100, maximumQueuedOutboundBytes: 1_000_000)
+        let arrival = record.sessionArrives(incarnation: "b1", fingerprint: nil, maximumUnacknowledgedBytes: 100, maximumQueuedOutboundBytes: 1_000_000, perFrameOverhead: 0)
         #expect(!arrival.resumes)
         #expect(arrival.ended == nil)
         #expect(record.session?.epoch == epoch)
@@ -187,7 +187,7 @@ struct PeerRecordTests {
         var record = resumedRecord(on: c1, limit: 10)
         _ = record.recordInSession(frame("0123456789"))
         #expect(record.session?.wait("sender") == .waiting)
-        let arrival = record.sessionArrives(incarnation: "b2", fingerprint: nil, maximumUnacknowledgedBytes: 10, maximumQueuedOutboundBytes: 1_000_000)
+        let arrival = record.sessionArrives(incarnation: "b2", fingerprint: nil, maximumUnacknowledgedBytes: 10, maximumQueuedOutboundBytes: 1_000_000, perFrameOverhead: 0)
         #expect(!arrival.resumes)
         #expect(arrival.event == nil)
         #expect(arrival.ended?.error.code == .peerRestarted)
@@ -202,12 +202,12 @@ struct PeerRecordTests {
         var record = newRecord()
         arrive(&record, c1, fingerprint: "f1")
         let epoch = record.session?.epoch
-        let rekeyed = record.sessionArrives(incarnation: "b1", fingerprint: "f2", maximumUnacknowledgedBytes: 100, maximumQueuedOutboundBytes: 1_000_000)
+        let rekeyed = record.sessionArrives(incarnation: "b1", fingerprint: "f2", maximumUnacknowledgedBytes: 100, maximumQueuedOutboundBytes: 1_000_000, perFrameOverhead: 0)
         #expect(rekeyed.ended?.error.code == .peerRestarted)
         #expect(record.session?.fingerprint == "f2")
         #expect(record.session?.epoch != epoch)
 
-        let plain = record.sessionArrives(incarnation: nil, fingerprint: "f2", maximumUnacknowledgedBytes: 100, maximumQueuedOutboundBytes: 1_000_000)
+        let plain = record.sessionArrives(incarnation: nil, fingerprint: "f2", maximumUnacknowledgedBytes: 100, maximumQueuedOutboundBytes: 1_000_000, perFrameOverhead: 0)
         #expect(plain.ended?.error.code == .peerRestarted)
         #expect(!plain.resumes)
         #expect(record.session == nil)

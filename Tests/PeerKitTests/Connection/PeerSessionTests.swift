@@ -14,8 +14,8 @@ struct PeerSessionTests {
     func frame(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
 
     /// A session that completed its first resume exchange (the peer received nothing yet).
-    func activeSession(limit: Int = 100, ackAfter: Int? = nil) -> Session {
-        var session = Session(limits: .init(maximumUnacknowledgedBytes: limit, acknowledgeAfterBytes: ackAfter), remoteIncarnation: "b1", fingerprint: nil)
+    func activeSession(limit: Int = 100, ackAfter: Int? = nil, perFrameOverhead: Int = 0) -> Session {
+        var session = Session(limits: .init(maximumUnacknowledgedBytes: limit, acknowledgeAfterBytes: ackAfter, perFrameOverhead: perFrameOverhead), remoteIncarnation: "b1", fingerprint: nil)
         #expect(session.connected() == 0)
         #expect(session.peerResumed(received: 0) == .resumed(generation: 0))
         let writes = session.takeUnwritten()
@@ -119,6 +119,18 @@ struct PeerSessionTests {
         #expect(session.record(frame("z")) == .full(unacknowledgedBytes: 10))
         #expect(session.record(frame(String(repeating: "x", count: 25))) == .full(unacknowledgedBytes: 10))
         #expect(session.unacknowledgedBytes == 10)
+    }
+
+    @Test("each kept frame counts its overhead too, so many small frames reach the bound as their memory does, and an acknowledgement gives it back")
+    func perFrameOverhead() {
+        var session = activeSession(limit: 1000, perFrameOverhead: 256)
+        // Three frames of 10 bytes cost 798; the fourth takes the tail to 1064, over the bound.
+        for sequence in 1...4 { #expect(session.record(frame("0123456789")) == .kept(sequence: UInt64(sequence))) }
+        #expect(session.unacknowledgedBytes == 4 * 266)
+        #expect(session.record(frame("x")) == .full(unacknowledgedBytes: 1064))
+        guard case let .freed(bytes, _) = session.acknowledged(through: 2) else { Issue.record("not freed"); return }
+        #expect(bytes == 2 * 266)
+        #expect(session.unacknowledgedBytes == 2 * 266)
     }
 
     @Test("acknowledgements go after a number of bytes or once per timer, never one per message")
