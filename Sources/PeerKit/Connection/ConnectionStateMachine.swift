@@ -354,23 +354,12 @@ struct ConnectionStateMachine {
                 lastHeard = lastHeard + stalledFor
                 return .none
             }
-            if queuedOutboundBytes > configuration.maximumQueuedOutboundBytes {
-                let since = overOutboundLimitSince ?? now
-                overOutboundLimitSince = since
-                if now - since >= configuration.slowPeerGracePeriod {
-                    return fail(.tooSlow(queuedBytes: queuedOutboundBytes, limit: configuration.maximumQueuedOutboundBytes, grace: configuration.slowPeerGracePeriod))
-                }
-            } else {
-                overOutboundLimitSince = nil
+            let grace = configuration.slowPeerGracePeriod
+            if Self.heldThroughGrace(queuedOutboundBytes > configuration.maximumQueuedOutboundBytes, since: &overOutboundLimitSince, now: now, grace: grace) {
+                return fail(.tooSlow(queuedBytes: queuedOutboundBytes, limit: configuration.maximumQueuedOutboundBytes, grace: grace))
             }
-            if outboundBudgetSpent, queuedOutboundBytes >= PeerConnection.outboxHighWatermark {
-                let since = holdingSpentBudgetSince ?? now
-                holdingSpentBudgetSince = since
-                if now - since >= configuration.slowPeerGracePeriod {
-                    return fail(.overOutboundBudget(queuedBytes: queuedOutboundBytes, budget: configuration.maximumTotalQueuedOutboundBytes, grace: configuration.slowPeerGracePeriod))
-                }
-            } else {
-                holdingSpentBudgetSince = nil
+            if Self.heldThroughGrace(outboundBudgetSpent && queuedOutboundBytes >= PeerConnection.outboxHighWatermark, since: &holdingSpentBudgetSince, now: now, grace: grace) {
+                return fail(.overOutboundBudget(queuedBytes: queuedOutboundBytes, budget: configuration.maximumTotalQueuedOutboundBytes, grace: grace))
             }
             if readingPaused {
                 // Not reading, so not judging; the peer keeps hearing from us, once an interval.
@@ -387,6 +376,18 @@ struct ConnectionStateMachine {
             }
             return .none
         }
+    }
+
+    /// Whether `condition` has held, tick after tick, for `grace` as of `now`; `since` keeps when
+    /// it started to, and is cleared when it does not hold.
+    private static func heldThroughGrace(_ condition: Bool, since: inout NIODeadline?, now: NIODeadline, grace: TimeAmount) -> Bool {
+        guard condition else {
+            since = nil
+            return false
+        }
+        let start = since ?? now
+        since = start
+        return now - start >= grace
     }
 
     /// Whether the connection is open and nothing has arrived on it for a heartbeat interval,
