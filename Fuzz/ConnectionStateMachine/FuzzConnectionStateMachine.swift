@@ -5,7 +5,7 @@ import NIOCore
 // target calls on the machine is in `apply(_:to:)` below, so adapting it to a new API is local:
 //   ConnectionStateMachine(configuration:), .Configuration(localHello:heartbeatInterval:peerTimeout:handshakeTimeout:),
 //   activated(now:), bytesArrived(now:), frameReceived(_:now:), frameRejected(_:),
-//   heartbeat(now:queuedOutboundBytes:readingPaused:), closeRequested(_:), transportFailed(_:),
+//   heartbeat(now:queuedOutboundBytes:readingPaused:outboundBudgetSpent:), closeRequested(_:), transportFailed(_:),
 //   channelClosed(error:), isOpen, isEnding; Hello(peerID:name:serviceType:discoveryInfo:);
 //   EnvelopeParser.parse.
 //
@@ -106,9 +106,10 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         }
         action = machine.frameRejected(rejection)
     case 4, 5:
-        // Heartbeats, sometimes with an outbox over its limit or with reading paused.
+        // Heartbeats, sometimes with an outbox over its limit, with reading paused, or with the
+        // transceiver's outbound budget spent.
         let queued = step % 4 == 0 ? Int(step) * 1_000_000 : 0
-        action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0)
+        action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0, outboundBudgetSpent: step % 3 == 0)
     case 6:
         switch step % 3 {
         case 0: action = machine.closeRequested(.stopped)
