@@ -1,11 +1,20 @@
 /// A keyed container over an object's indexed members; values are decoded when asked for.
+///
+/// It holds only the object's path and its members (which hold the document), not the decoder
+/// that opened it: `KeyedDecodingContainer` copies the container for every value asked for, and
+/// each reference held is retained and released on every copy.
 struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let decoder: JSONValueDecoder
-    /// The path of this object, shared by its members' decoders.
+    /// The path of this object, shared by its members' decoders; nil for the top level.
     let path: JSONCodingPath?
     let members: JSONObjectMembers
 
-    var codingPath: [any CodingKey] { decoder.codingPath }
+    /// The path of this object: the path of the decoder that opened it, ending with its key.
+    var codingPath: [any CodingKey] { JSONCodingPath.keys(path, then: nil) }
+
+    /// The decoder of the member whose value starts at `offset`, at `key`.
+    private func member(at offset: Int, key: any CodingKey) -> JSONValueDecoder {
+        JSONValueDecoder(document: members.document, offset: offset, parent: path, key: key)
+    }
 
     /// The keys present, each once (the first of repeated names), as in JSONDecoder.
     var allKeys: [Key] {
@@ -18,7 +27,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         guard let offset = members.valueOffset(forName: key.stringValue) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value associated with key \(key.stringValue)."))
         }
-        return decoder.member(at: offset, path: path, key: key)
+        return member(at: offset, key: key)
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { try child(key).decodeNil() }
@@ -40,7 +49,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let offset = members.valueOffset(forName: key.stringValue) else { return nil }
-        let value = decoder.member(at: offset, path: path, key: key)
+        let value = member(at: offset, key: key)
         return value.decodeNil() ? nil : try value.decodeValue(type)
     }
 
@@ -56,7 +65,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         guard let offset = members.valueOffset(forName: "super") else {
             throw DecodingError.keyNotFound(JSONIndexKey.super, .init(codingPath: codingPath, debugDescription: "No value associated with key super."))
         }
-        return decoder.member(at: offset, path: path, key: JSONIndexKey.super)
+        return member(at: offset, key: JSONIndexKey.super)
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder { try child(key) }

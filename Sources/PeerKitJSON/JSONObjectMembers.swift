@@ -28,6 +28,9 @@ struct JSONObjectMembers {
         self.document = document
         let reader = document.reader
         var members: [Member] = []
+        // Room for a small object's members at once: growing from empty takes two allocations
+        // for two members, three for four.
+        members.reserveCapacity(8)
         var cursor = JSONMemberCursor(objectAt: offset, in: reader)
         while let member = try cursor.next() {
             unsafe members.append(Member(nameStart: member.nameStart, nameEnd: member.nameEnd, value: member.value, isPlain: Self.isPlain(reader.bytes, member.nameStart + 1, member.nameEnd - 1)))

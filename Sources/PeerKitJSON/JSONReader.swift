@@ -252,6 +252,26 @@ package struct JSONReader {
         return name.withUTF8 { utf8 in unsafe utf8.elementsEqual(raw) }
     }
 
+    /// Whether the member name whose quote is at `keyStart` (ending at `keyEnd`, past its closing
+    /// quote) is spelt with an escape, so that its text is not its bytes.
+    package func nameHasEscape(at keyStart: Int, end keyEnd: Int) -> Bool {
+        unsafe Self.containsBackslash(UnsafeRawBufferPointer(rebasing: bytes[(keyStart + 1)..<(keyEnd - 1)]))
+    }
+
+    /// Whether the bytes of the member name whose quote is at `keyStart` (ending at `keyEnd`, past
+    /// its closing quote) are those of `name`: for a name without escapes, whether it is `name`,
+    /// compared byte by byte as ``nameMatches(at:end:_:)`` compares such names.
+    package func plainNameEquals(at keyStart: Int, end keyEnd: Int, _ name: StaticString) -> Bool {
+        let count = keyEnd - keyStart - 2
+        guard count == name.utf8CodeUnitCount, keyStart >= 0, unsafe keyEnd <= bytes.count else { return false }
+        // A few bytes: compared one by one, inline, rather than through a generic comparison.
+        let first = keyStart + 1
+        for offset in 0..<count where unsafe bytes[first + offset] != name.utf8Start[offset] {
+            return false
+        }
+        return true
+    }
+
     func unexpected(at index: Int, expecting: String) -> JSONSyntaxError {
         let shown = byte(at: index).map { byte in
             (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"

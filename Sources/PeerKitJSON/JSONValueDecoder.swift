@@ -19,7 +19,8 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
         self.init(document: document, offset: offset, parent: nil, key: nil)
     }
 
-    private init(document: JSONDocument, offset: Int, parent: JSONCodingPath?, key: (any CodingKey)?) {
+    /// The decoder for the value at `offset`, member `key` of the container at `parent`.
+    init(document: JSONDocument, offset: Int, parent: JSONCodingPath?, key: (any CodingKey)?) {
         self.document = document
         self.offset = offset
         self.parent = parent
@@ -37,7 +38,7 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         try expect(UInt8(ascii: "{"), [String: Any].self)
         let members = try syntax { () throws(JSONSyntaxError) in try JSONObjectMembers(objectAt: offset, in: document) }
-        return KeyedDecodingContainer(JSONKeyedContainer<Key>(decoder: self, path: path, members: members))
+        return KeyedDecodingContainer(JSONKeyedContainer<Key>(path: path, members: members))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -56,6 +57,10 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
 
     /// Decodes `T`, with `JSONDecoder`'s default treatment of the Foundation types it special-cases.
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        // One comparison of metatypes first: a struct, array or dictionary (nearly every value
+        // decoded) skips the dynamic casts below, each a runtime call. The types below are all
+        // structs, so a type is one of them exactly when it is equal to it.
+        guard Self.hasOwnDecoding(T.self) else { return try T(from: self) }
         switch type {
         case is String.Type: if let value = try decode(String.self) as? T { return value }
         case is Int.Type: if let value = try decode(Int.self) as? T { return value }
@@ -84,6 +89,12 @@ struct JSONValueDecoder: Decoder, SingleValueDecodingContainer {
             break
         }
         return try T(from: self)
+    }
+
+    /// Whether values of `type` are read here rather than by their own `init(from:)`.
+    private static func hasOwnDecoding(_ type: Any.Type) -> Bool {
+        type == String.self || type == Int.self || type == Double.self || type == Bool.self
+            || type == Data.self || type == Date.self || type == URL.self || type == Decimal.self
     }
 
     func decodeNil() -> Bool {

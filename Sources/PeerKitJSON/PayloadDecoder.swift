@@ -17,12 +17,22 @@ package enum PayloadDecoder {
     /// - Parameter longStringEnds: where the payload's long strings end (offsets into `payload`'s
     ///   readable bytes), as the envelope scan found them (``Envelope/payloadStringEnds``).
     package static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> T {
-        try decodeCountingWork(T.self, from: payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds).value
+        var work = 0
+        return try decode(T.self, from: payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds, work: &work)
     }
 
     /// Decodes a `T` and reports the elementary steps it took (see ``JSONDocument/work``), so
     /// tests can check that decoding stays linear in the payload's size.
     static func decodeCountingWork<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false, longStringEnds: [Int: Int] = [:]) throws -> (value: T, work: Int) {
+        var work = 0
+        let value = try decode(T.self, from: payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds, work: &work)
+        return (value, work)
+    }
+
+    /// Decodes a `T`, setting `work` to the elementary steps it took. The count is passed out
+    /// rather than returned with the value: a `(T, Int)` result of the generic closure below made
+    /// the runtime look up the tuple's metadata on every decode.
+    private static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool, longStringEnds: [Int: Int], work: inout Int) throws -> T {
         try unsafe payload.withUnsafeReadableBytes { bytes in
             let reader = unsafe JSONReader(bytes: bytes)
             let start = reader.skipWhitespace(from: 0)
@@ -31,7 +41,8 @@ package enum PayloadDecoder {
             }
             let document = JSONDocument(reader: reader, longStringEnds: syntaxChecked ? longStringEnds : [:])
             let value = try JSONValueDecoder(document: document, offset: start).decodeValue(T.self)
-            return (value, document.work)
+            work = document.work
+            return value
         }
     }
 

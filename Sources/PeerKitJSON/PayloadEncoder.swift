@@ -47,9 +47,11 @@ final class JSONOutput {
     struct Frame {
         var id: Int
         var closing: UInt8
-        /// Members or elements written so far.
+        /// Members or elements written so far; for an object also the number of its keys.
         var count = 0
-        /// Where this object's keys start in ``JSONOutput/keys`` while it has few of them...
+        /// This object's first keys, in place, so that a small object's keys cost no allocation...
+        var firstKeys = JSONFirstKeys()
+        /// ...where its next keys start in ``JSONOutput/keys`` while it has few of them...
         var keysStart: Int
         /// ...and its keys hashed once it has more, so checking for repeats stays linear.
         var keySet: Set<String>?
@@ -70,19 +72,41 @@ final class JSONOutput {
     /// (`write(&output.buffer)`) reaches this output in any other way. Each access is marked
     /// `unsafe`.
     @exclusivity(unchecked) var buffer: ByteBuffer
-    private(set) var stack: [Frame] = []
-    /// The keys written so far into the open objects that have few, innermost last. Only the
-    /// innermost container gets members, so its keys are always the tail; one array serves every
-    /// object of the value instead of one array each.
-    private var keys: [String] = []
-    private var nextID = 0
+
+    // The bookkeeping below is `@exclusivity(unchecked)` too: its runtime checks (one or two
+    // per access, several accesses per member) cost about as much as the buffer's did. Accesses
+    // cannot overlap: only this class's own methods touch these properties, none of them calls
+    // out of the class (no user `encode(to:)`, no closure but `contains(where:)` over the
+    // frames, which reads only its argument) while an access is open, so no second access can start before the first ends,
+    // and an output is used on one thread inside one ``PayloadEncoder`` call. Each access is
+    // marked `unsafe`.
+
+    /// The innermost open container, while ``depth`` is above zero. It is kept apart from the
+    /// ones around it, so that a value with no nested containers (most messages) needs no array
+    /// of frames: an allocation on every encode.
+    @exclusivity(unchecked) private var innermost = Frame(id: 0, closing: 0, keysStart: 0)
+    /// The open containers around ``innermost``, outermost first.
+    @exclusivity(unchecked) private var outer: [Frame] = []
+    /// How many containers are open: ``outer``'s and ``innermost``.
+    @exclusivity(unchecked) private var openCount = 0
+    /// The keys written so far into the open objects that have few, innermost last, after each
+    /// object's ``JSONFirstKeys``. Only the innermost container gets members, so its keys are
+    /// always the tail; one array serves every object of the value instead of one array each.
+    @exclusivity(unchecked) private var keys: [String] = []
+    @exclusivity(unchecked) private var nextID = 0
     /// Set once streaming is not possible, even if an `encode(to:)` then swallowed the error:
     /// ``PayloadEncoder`` re-encodes the value with `JSONEncoder`.
-    private(set) var gaveUp = false
+    @exclusivity(unchecked) private var didGiveUp = false
 
     init(buffer: ByteBuffer) {
         unsafe self.buffer = buffer
     }
+
+    /// How many containers are open.
+    var depth: Int { unsafe openCount }
+
+    /// Whether streaming was found not possible (see ``giveUp()``).
+    var gaveUp: Bool { unsafe didGiveUp }
 
     /// The buffer, no longer referenced here, so that the caller's next write does not copy it.
     func takeBuffer() -> ByteBuffer {
@@ -92,43 +116,66 @@ final class JSONOutput {
 
     /// Opens a container: writes its opening byte and returns its id.
     func open(_ opening: UInt8, closing: UInt8) -> Int {
-        nextID += 1
+        unsafe nextID += 1
         unsafe buffer.writeInteger(opening)
-        stack.append(Frame(id: nextID, closing: closing, keysStart: keys.count))
-        return nextID
+        if unsafe openCount > 0 { unsafe outer.append(innermost) }
+        unsafe innermost = Frame(id: nextID, closing: closing, keysStart: keys.count)
+        unsafe openCount += 1
+        return unsafe nextID
     }
 
     /// Records that streaming is not possible and returns the error to throw.
     func giveUp() -> StreamingNotPossible {
-        gaveUp = true
+        unsafe didGiveUp = true
         return StreamingNotPossible()
     }
 
     /// Makes `id` the innermost open container, closing the ones opened inside it, and writes
-    /// the separator before its next element (whose key, for an object, is `key`). Throws when
-    /// `id` is already closed or `key` was already written. Returns what ``restore(_:)`` needs
-    /// to take the element back.
-    func beginElement(of id: Int, key: String?) throws -> Mark {
+    /// the separator before its next element. Throws when `id` is already closed. Returns what
+    /// ``restore(_:)`` needs to take the element back.
+    func beginElement(of id: Int) throws -> Mark {
         try activate(id)
-        let top = stack.count - 1
-        let mark = unsafe Mark(writerIndex: buffer.writerIndex, depth: stack.count, count: stack[top].count, key: key)
-        if let key, !insertKey(key) { throw giveUp() }
-        if stack[top].count > 0 { unsafe buffer.writeInteger(UInt8(ascii: ",")) }
-        stack[top].count += 1
+        let mark = unsafe Mark(writerIndex: buffer.writerIndex, depth: openCount, count: innermost.count, key: nil)
+        if unsafe innermost.count > 0 { unsafe buffer.writeInteger(UInt8(ascii: ",")) }
+        unsafe innermost.count += 1
+        return mark
+    }
+
+    /// Makes `id` the innermost open container, closing the ones opened inside it, and writes
+    /// its next member's name `key` with the separator before it and the ':' after it, in one
+    /// write. Throws when `id` is already closed or `key` was already written. Returns what
+    /// ``restore(_:)`` needs to take the member back.
+    func beginMember(of id: Int, key: String) throws -> Mark {
+        try activate(id)
+        let count = unsafe innermost.count
+        let mark = unsafe Mark(writerIndex: buffer.writerIndex, depth: openCount, count: count, key: key)
+        if !insertKey(key) { throw giveUp() }
+        unsafe JSONStringWriter.write(key, into: &buffer, prefix: count > 0 ? "," : "", suffix: ":")
+        unsafe innermost.count += 1
         return mark
     }
 
     /// Records `key` for the innermost object; false when it was already written (compared as
     /// `JSONEncoder`'s dictionary compares keys: as Swift strings).
     private func insertKey(_ key: String) -> Bool {
-        let top = stack.count - 1
-        if stack[top].keySet != nil { return stack[top].keySet!.insert(key).inserted }
-        let start = stack[top].keysStart
-        guard !keys[start...].contains(key) else { return false }
-        keys.append(key)
-        if keys.count - start > 8 {
-            stack[top].keySet = Set(keys[start...])
-            keys.removeSubrange(start...)
+        if unsafe innermost.keySet != nil {
+            return unsafe innermost.keySet?.insert(key).inserted ?? true
+        }
+        // The object's keys so far: the first ones in its frame, the others in `keys`.
+        let count = unsafe innermost.count
+        if unsafe innermost.firstKeys.contains(key, among: min(count, JSONFirstKeys.capacity)) { return false }
+        if count < JSONFirstKeys.capacity {
+            unsafe innermost.firstKeys.set(key, at: count)
+            return true
+        }
+        let start = unsafe innermost.keysStart
+        guard unsafe !keys[start...].contains(key) else { return false }
+        unsafe keys.append(key)
+        if count + 1 > 8 {
+            var keySet = unsafe Set(keys[start...])
+            for index in 0..<JSONFirstKeys.capacity { unsafe keySet.insert(innermost.firstKeys[index]) }
+            unsafe innermost.keySet = keySet
+            unsafe keys.removeSubrange(start...)
         }
         return true
     }
@@ -137,14 +184,15 @@ final class JSONOutput {
     func restore(_ mark: Mark) {
         unsafe buffer.moveWriterIndex(to: mark.writerIndex)
         pop(toDepth: mark.depth)
-        guard stack.count == mark.depth, mark.depth > 0 else { return }
-        stack[mark.depth - 1].count = mark.count
+        guard unsafe openCount == mark.depth, mark.depth > 0 else { return }
+        unsafe innermost.count = mark.count
         if let key = mark.key {
-            // The key was the last one inserted into this object, now the innermost again.
-            if stack[mark.depth - 1].keySet != nil {
-                stack[mark.depth - 1].keySet!.remove(key)
-            } else {
-                keys.removeLast()
+            // The key was the last one inserted into this object, now the innermost again. One of
+            // its first keys is forgotten with the count alone.
+            if unsafe innermost.keySet != nil {
+                unsafe innermost.keySet?.remove(key)
+            } else if mark.count >= JSONFirstKeys.capacity {
+                unsafe keys.removeLast()
             }
         }
     }
@@ -157,27 +205,69 @@ final class JSONOutput {
 
     /// Closes every container opened after `id`. Throws when `id` is already closed.
     func activate(_ id: Int) throws {
-        if stack.last?.id == id { return }
-        guard stack.contains(where: { $0.id == id }) else { throw giveUp() }
-        while let last = stack.last, last.id != id {
-            unsafe buffer.writeInteger(last.closing)
-            pop(toDepth: stack.count - 1)
+        if unsafe openCount > 0 && innermost.id == id { return }
+        guard unsafe outer.contains(where: { $0.id == id }) else { throw giveUp() }
+        while unsafe innermost.id != id {
+            unsafe buffer.writeInteger(innermost.closing)
+            pop(toDepth: unsafe openCount - 1)
         }
     }
 
     /// Closes every container opened at or after the depth `depth`.
     func close(toDepth depth: Int) {
-        while stack.count > depth, let last = stack.last {
-            unsafe buffer.writeInteger(last.closing)
-            pop(toDepth: stack.count - 1)
+        while unsafe openCount > depth {
+            unsafe buffer.writeInteger(innermost.closing)
+            pop(toDepth: unsafe openCount - 1)
         }
     }
 
     /// Forgets the containers at `depth` and deeper, and their keys; writes nothing.
     private func pop(toDepth depth: Int) {
-        guard stack.count > depth else { return }
-        keys.removeSubrange(stack[depth].keysStart...)
-        stack.removeSubrange(depth...)
+        guard unsafe openCount > depth else { return }
+        // The frame at `depth`: `innermost` when it is the last one open, else one of `outer`.
+        let keysStart = unsafe depth == openCount - 1 ? innermost.keysStart : outer[depth].keysStart
+        if unsafe keys.count > keysStart { unsafe keys.removeSubrange(keysStart...) }
+        if depth > 0 {
+            unsafe innermost = outer[depth - 1]
+            unsafe outer.removeSubrange((depth - 1)...)
+        } else {
+            unsafe outer.removeAll(keepingCapacity: true)
+        }
+        unsafe openCount = depth
+    }
+}
+
+/// The first few keys of one object, stored in place: most objects have no more, and then their
+/// check for a repeated key needs no array of its own (an allocation on every encode).
+struct JSONFirstKeys {
+    /// How many keys are kept in place.
+    static let capacity = 4
+
+    private var first = "", second = "", third = "", fourth = ""
+
+    /// The key at `index` (below ``capacity``).
+    subscript(index: Int) -> String {
+        switch index {
+        case 0: first
+        case 1: second
+        case 2: third
+        default: fourth
+        }
+    }
+
+    /// Stores `key` at `index` (below ``capacity``).
+    mutating func set(_ key: String, at index: Int) {
+        switch index {
+        case 0: first = key
+        case 1: second = key
+        case 2: third = key
+        default: fourth = key
+        }
+    }
+
+    /// Whether `key` is among the first `count` keys stored (compared as Swift strings).
+    func contains(_ key: String, among count: Int) -> Bool {
+        (count > 0 && first == key) || (count > 1 && second == key) || (count > 2 && third == key) || (count > 3 && fourth == key)
     }
 }
 
@@ -197,7 +287,7 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
 
     /// Encodes `value` into this slot and closes whatever it opened.
     func encodeValue<T: Encodable>(_ value: T) throws {
-        let depth = output.stack.count
+        let depth = output.depth
         // One comparison of metatypes first: a struct, array or dictionary (nearly every value
         // here) skips the dynamic casts of `encodeOwn`, each a runtime call.
         if Self.hasOwnEncoding(T.self) {
@@ -293,7 +383,7 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     func encode<T: Encodable>(_ value: T) throws {
         guard container == nil, !wroteValue else { throw output.giveUp() }
         let writerIndex = unsafe output.buffer.writerIndex
-        let depth = output.stack.count
+        let depth = output.depth
         do {
             try encodeValue(value)
         } catch {
@@ -319,8 +409,37 @@ enum JSONScalar {
         if value { buffer.writeStaticString("true") } else { buffer.writeStaticString("false") }
     }
 
+    /// Writes `value` in decimal, as `String(value)` spells it, in one write to the buffer: the
+    /// digits go straight into its bytes, without a `String` in between.
     static func writeInteger<T: FixedWidthInteger>(_ value: T, into buffer: inout ByteBuffer) {
-        buffer.writeString(String(value))
+        guard T.bitWidth <= 64 else {
+            buffer.writeString(String(value))
+            return
+        }
+        let negative = value < 0
+        // Fits: `T` has at most 64 bits, so its magnitude does too.
+        let magnitude = UInt64(value.magnitude)
+        var digits = 1
+        var rest = magnitude
+        while rest >= 10 {
+            rest /= 10
+            digits += 1
+        }
+        let count = digits + (negative ? 1 : 0)
+        unsafe buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { output in
+            // `output` has room for `count` bytes (`minimumWritableBytes`), and every index
+            // written below is under `count`: the sign at 0, the digits from `count - 1` down,
+            // one per digit counted above.
+            if negative { unsafe output[0] = UInt8(ascii: "-") }
+            var index = count
+            var rest = magnitude
+            repeat {
+                index -= 1
+                unsafe output[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            return count
+        }
     }
 
     /// Writes `value` as `JSONEncoder` does (no ".0" on whole numbers); non-finite numbers are
@@ -345,12 +464,7 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
 
     /// Writes `"key":` and returns what ``JSONOutput/restore(_:)`` needs to take the member back.
     private func beginMember(_ key: Key) throws -> JSONOutput.Mark {
-        let output = slot.output
-        let name = key.stringValue
-        let mark = try output.beginElement(of: id, key: name)
-        unsafe JSONStringWriter.write(name, into: &output.buffer)
-        unsafe output.buffer.writeInteger(UInt8(ascii: ":"))
-        return mark
+        try slot.output.beginMember(of: id, key: key.stringValue)
     }
 
     /// Writes `"key":` and returns the slot for its value.
@@ -437,7 +551,7 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     /// Writes the separator before the next element; returns what ``JSONOutput/restore(_:)``
     /// needs to take it back.
     private mutating func beginElement() throws -> JSONOutput.Mark {
-        let mark = try slot.output.beginElement(of: id, key: nil)
+        let mark = try slot.output.beginElement(of: id)
         count += 1
         return mark
     }

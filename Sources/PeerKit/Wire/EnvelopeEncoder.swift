@@ -36,19 +36,22 @@ enum EnvelopeEncoder {
     static func writeHead(type: String, id: String?, replyTo: String?, group: String? = nil, into buffer: inout ByteBuffer) -> Int {
         let lengthIndex = buffer.writerIndex
         buffer.writeInteger(UInt32(0))
-        buffer.writeStaticString("{\"type\":")
-        JSONStringWriter.write(type, into: &buffer)
+        // Each string value is written with its key and the punctuation around it in one write
+        // (see `JSONStringWriter.write(_:into:prefix:suffix:)`); the head of a plain envelope,
+        // with neither `id`, `replyTo` nor `group`, takes two writes in all.
+        guard id != nil || replyTo != nil || group != nil else {
+            JSONStringWriter.write(type, into: &buffer, prefix: "{\"type\":", suffix: ",\"payload\":")
+            return lengthIndex
+        }
+        JSONStringWriter.write(type, into: &buffer, prefix: "{\"type\":", suffix: "")
         if let id {
-            buffer.writeStaticString(",\"id\":")
-            JSONStringWriter.write(id, into: &buffer)
+            JSONStringWriter.write(id, into: &buffer, prefix: ",\"id\":", suffix: "")
         }
         if let replyTo {
-            buffer.writeStaticString(",\"replyTo\":")
-            JSONStringWriter.write(replyTo, into: &buffer)
+            JSONStringWriter.write(replyTo, into: &buffer, prefix: ",\"replyTo\":", suffix: "")
         }
         if let group {
-            buffer.writeStaticString(",\"group\":")
-            JSONStringWriter.write(group, into: &buffer)
+            JSONStringWriter.write(group, into: &buffer, prefix: ",\"group\":", suffix: "")
         }
         buffer.writeStaticString(",\"payload\":")
         return lengthIndex

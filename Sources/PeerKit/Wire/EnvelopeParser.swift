@@ -61,16 +61,13 @@ enum EnvelopeParser {
                 return try reader.string(at: member.value)
             }
             // The first of repeated keys counts, as in JSONDecoder (and PayloadDecoder).
-            if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "type") {
-                if fields.type == nil { fields.type = try stringValue("type") }
-            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "id") {
-                if fields.id == nil { fields.id = try stringValue("id") }
-            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "replyTo") {
-                if fields.replyTo == nil { fields.replyTo = try stringValue("replyTo") }
-            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "group") {
-                if fields.group == nil { fields.group = try stringValue("group") }
-            } else if reader.nameMatches(at: member.nameStart, end: member.nameEnd, "payload") {
-                if fields.payload == nil { fields.payload = member.value..<valueEnd }
+            switch EnvelopeField(nameAt: member, in: reader) {
+            case .type: if fields.type == nil { fields.type = try stringValue("type") }
+            case .id: if fields.id == nil { fields.id = try stringValue("id") }
+            case .replyTo: if fields.replyTo == nil { fields.replyTo = try stringValue("replyTo") }
+            case .group: if fields.group == nil { fields.group = try stringValue("group") }
+            case .payload: if fields.payload == nil { fields.payload = member.value..<valueEnd }
+            case nil: break
             }
             try members.valueEnds(at: valueEnd)
         }
@@ -78,5 +75,32 @@ enum EnvelopeParser {
             throw JSONSyntaxError(reason: "there are bytes after the envelope object")
         }
         return fields
+    }
+}
+
+/// The envelope's keys that ``EnvelopeParser`` reads.
+private enum EnvelopeField: String {
+    case type, id, replyTo, group, payload
+
+    /// The key named by `member`, or nil for another name. A name whose bytes are those of a
+    /// key is that key (every name PeerKit writes is): it is compared byte by byte with the one
+    /// key of its length. Only a name that is none of them is looked at again: when it has
+    /// escapes, it is decoded and compared as a string, as `JSONReader.nameMatches(at:end:_:)`
+    /// compares such names.
+    init?(nameAt member: JSONMemberCursor.Member, in reader: JSONReader) {
+        func named(_ name: StaticString) -> Bool {
+            reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, name)
+        }
+        switch member.nameEnd - member.nameStart - 2 {
+        case 2 where named("id"): self = .id
+        case 4 where named("type"): self = .type
+        case 5 where named("group"): self = .group
+        case 7 where named("replyTo"): self = .replyTo
+        case 7 where named("payload"): self = .payload
+        default:
+            guard reader.nameHasEscape(at: member.nameStart, end: member.nameEnd),
+                  let name = try? reader.string(at: member.nameStart) else { return nil }
+            self.init(rawValue: name)
+        }
     }
 }

@@ -7,29 +7,8 @@ import Testing
 /// The codec defects of issue 10 (item 7): partial output after a throwing encode, repeated keys,
 /// integers above 2^53, and invalid UTF-8 where the decoder did not look.
 @Suite("JSON codec: throwing encodes, repeated keys, big integers, UTF-8")
-struct JSONCodecCorrectnessTests {
-    struct Key: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(_ name: String) { stringValue = name }
-        init?(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    func peerKit<T: Encodable>(_ value: T) throws -> String {
-        String(buffer: try PayloadEncoder.encode(value))
-    }
-
-    func foundation<T: Encodable>(_ value: T) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .withoutEscapingSlashes
-        return String(decoding: try encoder.encode(value), as: UTF8.self)
-    }
-
-    /// Parses JSON text into Foundation objects, to compare documents whatever their key order.
-    func tree(_ json: String) throws -> NSObject {
-        try #require(JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) as? NSObject)
-    }
+struct JSONCodecCorrectnessTests: JSONComparing {
+    typealias Key = AnyNameKey
 
     // MARK: Throwing encodes
 
