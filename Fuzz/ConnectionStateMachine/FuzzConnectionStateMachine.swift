@@ -5,7 +5,7 @@ import NIOCore
 // target calls on the machine is in `apply(_:to:)` below, so adapting it to a new API is local:
 //   ConnectionStateMachine(configuration:), .Configuration(localHello:heartbeatInterval:peerTimeout:handshakeTimeout:),
 //   activated(now:), bytesArrived(now:), frameReceived(_:now:), frameRejected(_:),
-//   heartbeat(now:queuedOutboundBytes:readingPaused:outboundBudgetSpent:), closeRequested(_:), transportFailed(_:),
+//   heartbeat(now:queuedOutboundBytes:readingPaused:heldOfSpentBudget:), closeRequested(_:), transportFailed(_:),
 //   channelClosed(error:), isOpen, isEnding; Hello(peerID:name:serviceType:discoveryInfo:);
 //   EnvelopeParser.parse.
 //
@@ -109,7 +109,7 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         // Heartbeats, sometimes with an outbox over its limit, with reading paused, or with the
         // transceiver's outbound budget spent.
         let queued = step % 4 == 0 ? Int(step) * 1_000_000 : 0
-        action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0, outboundBudgetSpent: step % 3 == 0)
+        action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0, heldOfSpentBudget: step % 3 == 0 ? queued : 0)
     case 6:
         switch step % 3 {
         case 0: action = machine.closeRequested(.stopped)

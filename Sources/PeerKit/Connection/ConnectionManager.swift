@@ -575,9 +575,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// Whether the peer's outbox has room (holds less than
     /// ``Configuration/maximumQueuedOutboundBytes``, and, while the transceiver's
-    /// ``OutboundBudget`` is spent, nothing): the dispatcher runs the handlers of a peer's
-    /// messages only then, so a peer that does not read its replies gets no more made for it,
-    /// and its further requests wait unread. Under a spent budget this holds for every peer
+    /// ``OutboundBudget`` is spent, nothing charged to it): the dispatcher runs the handlers of a
+    /// peer's messages only then, so a peer that does not read its replies gets no more made for
+    /// it, and its further requests wait unread. Under a spent budget this holds for every peer
     /// together: the process holds at most the budget plus one reply per peer.
     func outboxState(of peerID: String) -> OutboxState {
         let link = state.withLockedValue { state -> (PeerConnection?, Int)? in
@@ -586,24 +586,24 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             return state.peers.values[index].outboxProbe()
         }
         guard let (connection, held) = link else { return .disconnected }
-        let queued = connection?.queuedOutboundBytes ?? held
+        // Switching: the frames held for the winner (not charged to the budget) count alone.
+        guard let connection else { return held < configuration.maximumQueuedOutboundBytes ? .room : .full }
+        let queued = connection.queuedOutboundBytes
         guard queued < configuration.maximumQueuedOutboundBytes else { return .full }
-        return queued > 0 && outboundBudget.isSpent ? .full : .room
+        guard queued > 0, outboundBudget.isSpent else { return .room }
+        return connection.chargedOutboundBytes > 0 ? .full : .room
     }
 
     /// Sends `frame` to every connected peer, and holds it for each peer that is switching
     /// connections until the winner arrives. Does not wait: a peer whose outbox is full (it did
     /// not read ``Configuration/maximumQueuedOutboundBytes``) does not get it and is
     /// disconnected as too slow, so what a peer can make us queue stays within its limit plus
-    /// one frame. While the transceiver's ``OutboundBudget`` is spent, a peer that holds
-    /// ``PeerConnection/outboxHighWatermark`` or more does not get it either, and is disconnected
-    /// as too slow: the budget holds for all peers together. Returns how many peers it went or
-    /// will go to.
+    /// one frame. The frame is one buffer in every peer's outbox, so it is not charged to the
+    /// transceiver's ``OutboundBudget``: the memory it holds is bounded by the slowest peer's
+    /// limit. Returns how many peers it went or will go to.
     func broadcast(_ frame: ByteBuffer) -> Int {
         let limit = configuration.maximumQueuedOutboundBytes
-        let budgetSpent = outboundBudget.isSpent
         var overflowed: [(peerID: String, connection: PeerConnection?, queued: Int)] = []
-        var overBudget: [(connection: PeerConnection, queued: Int)] = []
         var sessionFailures: [PeerConnection] = []
         let (targets, held) = withState { state -> ([(String, PeerConnection)], Int) in
             var targets: [(String, PeerConnection)] = []
@@ -611,16 +611,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // The IDs are copied out: a loop over `state.peers.keys` keeps the dictionary's
             // storage referenced, so that each change below would copy the whole dictionary.
             for id in Array(state.peers.keys) {
-                if budgetSpent, let index = state.peers.index(forKey: id),
-                   let connection = state.peers.values[index].outboxProbe()?.0 {
-                    // A connection's lock is a leaf: read under ours.
-                    let queued = connection.queuedOutboundBytes
-                    if queued >= PeerConnection.outboxHighWatermark {
-                        overBudget.append((connection, queued))
-                        continue
-                    }
-                }
-                switch recordSessionFrame(frame, for: id, canWait: false, state: &state) {
+                switch recordSessionFrame(frame, for: id, canWait: false, shared: true, state: &state) {
                 case .kept:
                     held += 1
                     continue
@@ -644,13 +635,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             return (targets, held)
         }
         for connection in sessionFailures { connection.requestClose(.failed(sessionBoundFailure())) }
-        let budget = configuration.maximumTotalQueuedOutboundBytes
-        for (connection, queued) in overBudget {
-            connection.requestClose(.failed(.overOutboundBudget(queuedBytes: queued, budget: budget, grace: .zero)))
-        }
         var sent = held
         for (id, connection) in targets {
-            switch connection.enqueue(frame, below: limit) {
+            switch connection.enqueue(frame, below: limit, shared: true) {
             case .queued:
                 sent += 1
             case let .full(queued):
@@ -1744,14 +1731,17 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         case failed(PeerKitError)
     }
 
-    /// Numbers `frame` in the peer's session and keeps it. Call with the lock held.
-    private func recordSessionFrame(_ frame: ByteBuffer, for peerID: String, canWait: Bool, state: inout State) -> SessionSend {
+    /// Numbers `frame` in the peer's session and keeps it. A `shared` frame (a broadcast's, the
+    /// same buffer for every peer) is not charged to the ``OutboundBudget`` when it is written
+    /// now. Call with the lock held.
+    private func recordSessionFrame(_ frame: ByteBuffer, for peerID: String, canWait: Bool, shared: Bool = false, state: inout State) -> SessionSend {
         guard state.running, let index = state.peers.index(forKey: peerID) else { return .notConnected }
         // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
         guard let recorded = state.peers.values[index].recordInSession(frame) else { return .noSession }
         switch recorded.outcome {
         case .kept:
-            if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, state: &state) }
+            // The writes end with this frame, after any the session had not written yet.
+            if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, lastShared: shared, state: &state) }
             return .kept(current: recorded.current)
         case .full:
             guard var record = state.peers[peerID], let reached = record.sessionBoundReached() else { return .notConnected }
@@ -1880,11 +1870,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         append(writes, to: current, state: &state)
     }
 
-    /// Appends a session's `writes` to `connection`'s outbox (see ``writeSession(of:state:)``).
-    private func append(_ writes: Session.Writes, to connection: PeerConnection, state: inout State) {
+    /// Appends a session's `writes` to `connection`'s outbox (see ``writeSession(of:state:)``);
+    /// with `lastShared`, their last frame is a broadcast's, not charged to the budget.
+    private func append(_ writes: Session.Writes, to connection: PeerConnection, lastShared: Bool = false, state: inout State) {
         var frames = writes.frames
         if let from = writes.from { frames.insert(SessionFrame.resend(from: from).encode(), at: 0) }
-        let appended = connection.appendInOrder(frames)
+        let appended = connection.appendInOrder(frames, lastShared: lastShared)
         if appended.bytes > 0 { state.appendsToFinish.append((connection, appended)) }
     }
 

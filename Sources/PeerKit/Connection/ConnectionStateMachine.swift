@@ -30,14 +30,14 @@ struct ConnectionStateMachine {
         /// …for at most this long before the peer is disconnected as too slow.
         var slowPeerGracePeriod: TimeAmount = .seconds(10)
         /// What all connections together may hold queued (``OutboundBudget``): while it is spent,
-        /// a peer that holds ``PeerConnection/outboxHighWatermark`` or more for the grace period
-        /// is disconnected as too slow too.
+        /// a peer that holds ``PeerConnection/outboxHighWatermark`` or more of it for the grace
+        /// period is disconnected as too slow too.
         var maximumTotalQueuedOutboundBytes: Int = 128 * 1024 * 1024
         /// Certificates mode: the peer's hello must carry the fingerprint of the certificate the
         /// TLS handshake verified (``ConnectionStateMachine/peerAuthenticated(fingerprint:)``).
         var requiresAuthenticatedPeerID = false
 
-        /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:outboundBudgetSpent:)``:
+        /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:heldOfSpentBudget:)``:
         /// often enough that a silent peer is noticed within a tenth of the timeout of its due
         /// time, and a ping goes out within half an interval of its due time. Ticks cost no packets.
         var tickInterval: TimeAmount {
@@ -67,9 +67,9 @@ struct ConnectionStateMachine {
         case frameTooLarge(length: Int, limit: Int)
         case timedOut(silence: TimeAmount)
         case tooSlow(queuedBytes: Int, limit: Int, grace: TimeAmount)
-        /// The peer held `queuedBytes` (``PeerConnection/outboxHighWatermark`` or more) while the
-        /// transceiver's ``OutboundBudget`` of `budget` bytes was spent: when a broadcast came
-        /// (`grace` zero), or for longer than the grace period.
+        /// The peer held `queuedBytes` of the transceiver's ``OutboundBudget`` of `budget` bytes
+        /// (``PeerConnection/outboxHighWatermark`` or more) while it was spent, for longer than
+        /// the grace period.
         case overOutboundBudget(queuedBytes: Int, budget: Int, grace: TimeAmount)
         /// The peer went over a limit that a layer above the connection enforces (its group
         /// membership, for example); the sentence fragment says which.
@@ -334,11 +334,13 @@ struct ConnectionStateMachine {
     ///     that it keeps hearing from us.
     ///   - stalledFor: how much later than due this tick came: this side's event loop was busy
     ///     (or the process was not scheduled), so the peer's bytes may be waiting unread.
-    ///   - outboundBudgetSpent: whether all connections together hold the transceiver's
-    ///     ``OutboundBudget`` or more. A peer that holds ``PeerConnection/outboxHighWatermark`` or
-    ///     more all through the grace period meanwhile is failed as too slow: peers that never
-    ///     read cannot keep the budget spent, and the others held back, for good.
-    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero, outboundBudgetSpent: Bool = false) -> Action {
+    ///   - heldOfSpentBudget: while all connections together hold the transceiver's
+    ///     ``OutboundBudget`` or more, what this peer's outbox holds of it (the frames made for it
+    ///     alone, ``PeerConnection/chargedOutboundBytes``); else 0. A peer that holds
+    ///     ``PeerConnection/outboxHighWatermark`` or more of it all through the grace period is
+    ///     failed as too slow: peers that never read cannot keep the budget spent, and the
+    ///     others held back, for good.
+    mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero, heldOfSpentBudget: Int = 0) -> Action {
         switch state {
         case .idle, .closing, .closed:
             return .none
@@ -358,8 +360,8 @@ struct ConnectionStateMachine {
             if Self.heldThroughGrace(queuedOutboundBytes > configuration.maximumQueuedOutboundBytes, since: &overOutboundLimitSince, now: now, grace: grace) {
                 return fail(.tooSlow(queuedBytes: queuedOutboundBytes, limit: configuration.maximumQueuedOutboundBytes, grace: grace))
             }
-            if Self.heldThroughGrace(outboundBudgetSpent && queuedOutboundBytes >= PeerConnection.outboxHighWatermark, since: &holdingSpentBudgetSince, now: now, grace: grace) {
-                return fail(.overOutboundBudget(queuedBytes: queuedOutboundBytes, budget: configuration.maximumTotalQueuedOutboundBytes, grace: grace))
+            if Self.heldThroughGrace(heldOfSpentBudget >= PeerConnection.outboxHighWatermark, since: &holdingSpentBudgetSince, now: now, grace: grace) {
+                return fail(.overOutboundBudget(queuedBytes: heldOfSpentBudget, budget: configuration.maximumTotalQueuedOutboundBytes, grace: grace))
             }
             if readingPaused {
                 // Not reading, so not judging; the peer keeps hearing from us, once an interval.
@@ -561,8 +563,7 @@ extension ConnectionStateMachine.Failure {
             if grace == .zero { return "\(queued) bytes waited to be sent, at the \(limit)-byte limit, when a broadcast, which cannot wait, came" }
             return "\(queued) bytes waited to be sent, over the \(limit)-byte limit, for more than \(grace.seconds) s"
         case let .overOutboundBudget(queued, budget, grace):
-            let when = grace == .zero ? "when a broadcast, which cannot wait, came" : "for more than \(grace.seconds) s"
-            return "\(queued) bytes waited to be sent while all peers' send queues together were at the \(budget)-byte budget, \(when)"
+            return "\(queued) bytes waited to be sent while all peers' send queues together were at the \(budget)-byte budget, for more than \(grace.seconds) s"
         case let .peerIDNotBound(claimed, fingerprint):
             let key = fingerprint.map { "this certificate's is \($0)" } ?? "no certificate was verified"
             return "the peer ID \"\(LogSafe.text(claimed, maximumBytes: 64))\" is refused: \(ConnectionStateMachine.unboundPeerIDReason), and \(key)"

@@ -5,15 +5,16 @@ import Synchronization
 /// ``PeerConfiguration/maximumQueuedOutboundBytes``.
 ///
 /// Each connection's limit bounds one peer; this bounds them all, whatever the number of
-/// connections. Every connection adds what it queues (its frames' bytes and a per-frame
-/// overhead, ``PeerConnection/queuedCost(of:)``) and takes off what it writes or drops. While the
-/// budget is spent:
-/// - a peer's handlers run only while nothing waits in its own outbox, so peers that do not read
-///   their replies cannot make more of them (``ConnectionManager/outboxState(of:)``);
-/// - a `broadcast`, which cannot wait, to a peer that holds ``PeerConnection/outboxHighWatermark``
-///   or more disconnects that peer as too slow instead of queueing;
-/// - a peer that holds that much for longer than ``PeerConfiguration/slowPeerGracePeriod`` is
-///   disconnected as too slow, so that peers which never read cannot keep the budget spent.
+/// connections. Every connection adds what it queues for its peer alone (its frames' bytes and a
+/// per-frame overhead, ``PeerConnection/queuedCost(of:)``) and takes off what it writes or drops.
+/// A broadcast's frame is not charged: it is one buffer in every peer's outbox, freed when the
+/// slowest peer has taken it, so the memory it holds is bounded by one peer's limit whatever the
+/// number of peers. While the budget is spent:
+/// - a peer's handlers run only while nothing charged waits in its own outbox, so peers that do
+///   not read their replies cannot make more of them (``ConnectionManager/outboxState(of:)``);
+/// - a peer that holds ``PeerConnection/outboxHighWatermark`` or more of it for longer than
+///   ``PeerConfiguration/slowPeerGracePeriod`` is disconnected as too slow, so that peers which
+///   never read cannot keep the budget spent.
 ///
 /// So the whole process holds at most the budget plus one frame per connection. Reads and
 /// updates are single atomic operations: this is on every frame's path.

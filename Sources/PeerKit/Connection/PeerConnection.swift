@@ -14,7 +14,9 @@ import NIOCore
 /// lets senders wait while the outbox is over its high-water mark; the connection's state machine
 /// disconnects a peer whose outbox stays over ``PeerConfiguration/maximumQueuedOutboundBytes``.
 /// The outbox counts what its frames cost in memory, not only their bytes
-/// (``queuedCost(of:)``), and adds it to the transceiver's ``OutboundBudget``.
+/// (``queuedCost(of:)``), and adds that of the frames made for this peer alone to the
+/// transceiver's ``OutboundBudget`` (a broadcast's frame is one buffer shared by every peer's
+/// outbox: it does not multiply the memory, so it is not charged).
 ///
 /// **Inbound.** Messages handed to the dispatcher are counted (``inboundAccepted(_:)``) until
 /// their handlers ran (``inboundHandled(_:)``); over ``PeerConfiguration/maximumQueuedInboundBytes``
@@ -69,10 +71,13 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     }
 
     private struct State {
-        var queued = CircularBuffer<ByteBuffer>()
+        /// The frames to write, each with whether it is charged to the ``OutboundBudget``.
+        var queued = CircularBuffer<(frame: ByteBuffer, charged: Bool)>()
         /// What the queued frames cost (``PeerConnection/queuedCost(of:)``): their bytes and a
         /// per-frame overhead.
         var queuedBytes = 0
+        /// What of that is charged to the budget: the frames made for this peer alone.
+        var chargedBytes = 0
         var urgent: [ByteBuffer] = []
         /// The answer to the peer's latest ping, until the channel can take it (see ``sendPong(_:)``).
         var pong: ByteBuffer?
@@ -173,6 +178,10 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// What waits in the outbox: its frames' bytes and a per-frame overhead (``queuedCost(of:)``).
     var queuedOutboundBytes: Int { state.withLockedValue { $0.queuedBytes } }
 
+    /// What of ``queuedOutboundBytes`` is charged to the transceiver's ``OutboundBudget``: the
+    /// frames made for this peer alone, not the broadcasts it shares with the others.
+    var chargedOutboundBytes: Int { state.withLockedValue { $0.chargedBytes } }
+
     /// Why the connection ended, once it ended badly.
     var closeError: PeerKitError? {
         // `description` takes the lock itself: read the state first, describe after.
@@ -227,7 +236,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     // MARK: Sending
 
-    /// What ``enqueue(_:below:)`` did with a frame.
+    /// What ``enqueue(_:below:shared:)`` did with a frame.
     enum Enqueued: Equatable {
         /// It waits in the outbox.
         case queued
@@ -242,21 +251,23 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Queues a complete frame for writing, unless the outbox already holds `mark` bytes or more
     /// (nil: whatever it holds), or the connection is closing. The check and the queueing are one
     /// step, so concurrent senders cannot all pass the mark: the outbox stays within the mark
-    /// plus one frame.
-    func enqueue(_ frame: ByteBuffer, below mark: Int?) -> Enqueued {
+    /// plus one frame. A `shared` frame (a broadcast's, the same buffer in every peer's outbox)
+    /// is not charged to the transceiver's budget.
+    func enqueue(_ frame: ByteBuffer, below mark: Int?, shared: Bool = false) -> Enqueued {
         let (outcome, appended) = state.withLockedValue { state -> (Enqueued, Appended) in
             guard !state.closed, state.accepting else { return (.closed, Appended()) }
             if let mark, state.queuedBytes >= mark { return (.full(queuedBytes: state.queuedBytes), Appended()) }
-            return (.queued, append(CollectionOfOne(frame), to: &state))
+            return (.queued, append(CollectionOfOne(frame), lastShared: shared, to: &state))
         }
         finishAppend(appended)
         return outcome
     }
 
-    /// What ``appendInOrder(_:)`` queued: its cost (``queuedCost(of:)``), and whether the drain
-    /// is to be scheduled.
+    /// What ``appendInOrder(_:lastShared:)`` queued: its cost (``queuedCost(of:)``), what of it
+    /// is charged to the budget, and whether the drain is to be scheduled.
     struct Appended {
         var bytes = 0
+        var charged = 0
         var scheduleDrain = false
     }
 
@@ -265,27 +276,36 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// session's numbering, which the wire order must follow) and so appends under it. It calls
     /// ``finishAppend(_:)`` once its lock is released. This connection's lock is a leaf (nothing
     /// is called while it is held), so taking it under another cannot deadlock. Appends nothing
-    /// once the connection is closing or closed; unlike ``enqueue(_:below:)`` there is no mark:
+    /// once the connection is closing or closed; unlike ``enqueue(_:below:shared:)`` there is no mark:
     /// the caller bounds what it keeps (a session, by ``PeerConfiguration/maximumUnacknowledgedBytes``).
-    func appendInOrder(_ frames: [ByteBuffer]) -> Appended {
+    /// With `lastShared`, the last frame is a broadcast's (shared by every peer's outbox) and is
+    /// not charged to the budget.
+    func appendInOrder(_ frames: [ByteBuffer], lastShared: Bool = false) -> Appended {
         state.withLockedValue { state -> Appended in
             guard !state.closed, state.accepting else { return Appended() }
-            return append(frames, to: &state)
+            return append(frames, lastShared: lastShared, to: &state)
         }
     }
 
-    /// Appends `frames` to the outbox of `state` (the lock held), and their cost to the budget;
-    /// the drain is to be scheduled when none is yet. The budget's count is one atomic add, made
-    /// under the lock so that no drain can take the frames off it before they are on it.
-    private func append(_ frames: some Collection<ByteBuffer>, to state: inout State) -> Appended {
+    /// Appends `frames` to the outbox of `state` (the lock held), and the cost of those made for
+    /// this peer alone (all but the last when `lastShared`) to the budget; the drain is to be
+    /// scheduled when none is yet. The budget's count is one atomic add, made under the lock so
+    /// that no drain can take the frames off it before they are on it.
+    private func append(_ frames: some Collection<ByteBuffer>, lastShared: Bool, to state: inout State) -> Appended {
         guard !frames.isEmpty else { return Appended() }
         var appended = Appended()
+        var left = frames.count
         for frame in frames {
-            state.queued.append(frame)
-            appended.bytes += Self.queuedCost(of: frame)
+            left -= 1
+            let charged = !(lastShared && left == 0)
+            let cost = Self.queuedCost(of: frame)
+            state.queued.append((frame, charged))
+            appended.bytes += cost
+            if charged { appended.charged += cost }
         }
         state.queuedBytes += appended.bytes
-        outboundBudget?.added(appended.bytes)
+        state.chargedBytes += appended.charged
+        if appended.charged > 0 { outboundBudget?.added(appended.charged) }
         if !state.drainScheduled {
             state.drainScheduled = true
             appended.scheduleDrain = true
@@ -293,7 +313,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         return appended
     }
 
-    /// Completes an ``appendInOrder(_:)``: counts its bytes and schedules the drain. Call with
+    /// Completes an ``appendInOrder(_:lastShared:)``: counts its bytes and schedules the drain. Call with
     /// no lock held.
     func finishAppend(_ appended: Appended) {
         if appended.bytes > 0 { metrics.sendQueueBytes.increment(by: Double(appended.bytes)) }
@@ -419,12 +439,13 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Called by the handler when the connection ends (with `error` saying why, when it was not
     /// orderly): drops the outbox and releases every waiting sender.
     func ended(error: PeerKitError?) {
-        let (waiters, dropped) = state.withLockedValue { state -> ([CheckedContinuation<Void, Never>], Int) in
+        let (waiters, dropped) = state.withLockedValue { state -> ([CheckedContinuation<Void, Never>], Released) in
             if !state.closed { state.closeError = error }
             state.closed = true
-            let dropped = state.queuedBytes
+            let dropped = Released(bytes: state.queuedBytes, charged: state.chargedBytes)
             state.queued.removeAll()
             state.queuedBytes = 0
+            state.chargedBytes = 0
             state.urgent.removeAll()
             state.pong = nil
             state.bulk = nil
@@ -439,13 +460,18 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// `cost` of what was queued left the outbox (written or dropped): the metrics and the
-    /// budget count it no longer. When that brings the transceiver's budget below its limit,
-    /// the peers held back for it are served again.
-    private func outboundReleased(_ cost: Int) {
-        guard cost > 0 else { return }
-        metrics.sendQueueBytes.decrement(by: Double(cost))
-        if outboundBudget?.removed(cost) == true { roomAvailable?() }
+    /// What left the outbox (written or dropped): its cost, and what of it was charged to the budget.
+    private struct Released {
+        var bytes = 0
+        var charged = 0
+    }
+
+    /// `released` left the outbox: the metrics and the budget count it no longer. When that
+    /// brings the transceiver's budget below its limit, the peers held back for it are served
+    /// again.
+    private func outboundReleased(_ released: Released) {
+        if released.bytes > 0 { metrics.sendQueueBytes.decrement(by: Double(released.bytes)) }
+        if released.charged > 0, outboundBudget?.removed(released.charged) == true { roomAvailable?() }
     }
 
     /// Writes urgent frames, then data frames while the channel is writable (every one when
@@ -454,13 +480,14 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         let wasFull = queuedOutboundBytes >= maximumQueuedOutboundBytes
         var wrote = false
         var wroteBytes = 0
-        var dequeuedBytes = 0
+        var dequeued = Released()
         defer {
             // Room for this peer's handlers: under its own limit again, or, while the
-            // transceiver's budget is spent (they then run only for an empty outbox), empty.
-            if let roomAvailable, wasFull || (dequeuedBytes > 0 && outboundBudget?.isSpent == true) {
-                let queued = queuedOutboundBytes
-                if queued < maximumQueuedOutboundBytes, wasFull || queued == 0 { roomAvailable() }
+            // transceiver's budget is spent (they then run only while nothing charged to it
+            // waits for this peer), with nothing charged left.
+            if let roomAvailable, wasFull || (dequeued.charged > 0 && outboundBudget?.isSpent == true) {
+                let (queued, charged) = state.withLockedValue { ($0.queuedBytes, $0.chargedBytes) }
+                if queued < maximumQueuedOutboundBytes, wasFull || charged == 0 { roomAvailable() }
             }
         }
         var released: [CheckedContinuation<Void, Never>] = []
@@ -488,7 +515,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     state.bulkWaiters = []
                     return (chunk.head, chunk.data)
                 }
-                guard writable, let frame = state.queued.popFirst() else {
+                guard writable, let (frame, charged) = state.queued.popFirst() else {
                     state.drainScheduled = false
                     if state.queuedBytes <= Self.outboxLowWatermark {
                         released += state.writabilityWaiters.values
@@ -498,7 +525,11 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                 }
                 let cost = Self.queuedCost(of: frame)
                 state.queuedBytes -= cost
-                dequeuedBytes += cost
+                dequeued.bytes += cost
+                if charged {
+                    state.chargedBytes -= cost
+                    dequeued.charged += cost
+                }
                 frames += 1
                 return (frame, nil)
             }
@@ -512,7 +543,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
             wrote = true
         }
         if wrote { channel.flush() }
-        outboundReleased(dequeuedBytes)
+        outboundReleased(dequeued)
         if wroteBytes > 0 { metrics.wireBytesSent.increment(by: wroteBytes) }
         for waiter in released { waiter.resume() }
         if more { channel.eventLoop.execute { self.drain() } }
@@ -581,9 +612,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         // after this is refused (and its sender routes it again) instead of being dropped.
         state.withLockedValue { $0.accepting = false }
         if discardQueue {
-            let dropped = state.withLockedValue { state -> Int in
-                defer { state.queued.removeAll(); state.queuedBytes = 0; state.bulk = nil }
-                return state.queuedBytes
+            let dropped = state.withLockedValue { state -> Released in
+                defer { state.queued.removeAll(); state.queuedBytes = 0; state.chargedBytes = 0; state.bulk = nil }
+                return Released(bytes: state.queuedBytes, charged: state.chargedBytes)
             }
             outboundReleased(dropped)
         } else {

@@ -75,13 +75,12 @@ extension PeerKitError {
     }
 
     /// A peer did not read what was sent to it while all peers' send queues together were at
-    /// ``PeerConfiguration/maximumTotalQueuedOutboundBytes``: a broadcast, which cannot wait, found
-    /// it holding a megabyte or more (`grace` zero), or it held that much for longer than
-    /// ``PeerConfiguration/slowPeerGracePeriod``; so it was disconnected. `limit` is the budget.
+    /// ``PeerConfiguration/maximumTotalQueuedOutboundBytes``: it held a megabyte or more of that
+    /// budget (what was made for it alone, not broadcasts) for longer than
+    /// ``PeerConfiguration/slowPeerGracePeriod``, so it was disconnected. `limit` is the budget.
     public static func peerTooSlow(peer: String, queuedBytes: Int, budget: Int, grace: Duration) -> PeerKitError {
-        let how = grace == .zero ? "when a broadcast, which cannot wait, came for it" : "for more than \(grace.peerKitSeconds)"
-        return PeerKitError(.peerTooSlow, ["peer": .text(peer), "queuedBytes": .number(queuedBytes), "limit": .number(budget), "grace": .duration(grace)],
-                     "\(peer) did not read what was sent to it: \(queuedBytes) bytes waited to be sent to it while all peers' send queues together were at the \(budget)-byte budget (PeerConfiguration.maximumTotalQueuedOutboundBytes), \(how), so it was disconnected. Send less, or raise the budget.")
+        PeerKitError(.peerTooSlow, ["peer": .text(peer), "queuedBytes": .number(queuedBytes), "limit": .number(budget), "grace": .duration(grace)],
+                     "\(peer) did not read what was sent to it: \(queuedBytes) bytes waited to be sent to it while all peers' send queues together were at the \(budget)-byte budget (PeerConfiguration.maximumTotalQueuedOutboundBytes), for more than \(grace.peerKitSeconds), so it was disconnected. Send less, or raise the budget.")
     }
 
     /// The connection to a peer closed without a goodbye (or while a request to it waited for its reply).

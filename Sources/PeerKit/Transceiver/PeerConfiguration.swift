@@ -110,14 +110,14 @@ public struct PeerConfiguration: Sendable {
     /// How many bytes may wait to be sent to all peers together: a bound, not a trigger, on top of
     /// each peer's ``maximumQueuedOutboundBytes``. Defaults to 128 MiB (four peers at their limit).
     /// Like that limit, it counts each queued frame's bytes and 256 more for what the frame costs
-    /// in memory beyond them. While the queues together hold this much:
-    /// - a peer's handlers run only while nothing waits to be sent to it, so peers that do not
-    ///   read their replies cannot make more of them (the others' requests are still answered, one
-    ///   at a time as their replies leave);
-    /// - a `broadcast` to a peer that holds 1 MiB or more does not go to it, and the peer is
-    ///   disconnected as too slow;
-    /// - a peer that holds 1 MiB or more all through ``slowPeerGracePeriod`` is disconnected as
-    ///   too slow, so that peers which never read cannot keep the budget spent.
+    /// in memory beyond them. It counts what is made for one peer alone (replies, `send(_:to:)`,
+    /// requests); a `broadcast` is one buffer shared by every peer's queue, bounded by one peer's
+    /// limit, and does not count. While the queues together hold this much:
+    /// - a peer's handlers run only while nothing counted waits to be sent to it, so peers that do
+    ///   not read their replies cannot make more of them (the others' requests are still answered,
+    ///   one at a time as their replies leave);
+    /// - a peer that holds 1 MiB or more of it all through ``slowPeerGracePeriod`` is disconnected
+    ///   as too slow, so that peers which never read cannot keep the budget spent.
     ///
     /// So many connections, each within its own limit, cannot together make the process queue
     /// more than this (plus one frame per connection).

@@ -115,8 +115,9 @@ struct ListrOutboundBoundAdversarialTests {
         // them); until then the other client is timed.
         let until = Date().addingTimeInterval(10)
         let times = try await blocking { try ListrCrossConnectionAdversarialTests.timeAnswers(port: port, serviceType: serviceType, until: until) }
-        // What all peers' send queues hold together (PeerKit's gauge, in the budget's units),
-        // sampled until the attack stalls.
+        // What all peers' send queues hold together (PeerKit's gauge; here every frame is an
+        // answer made for one peer, so all of it counts against the budget), sampled until the
+        // attack stalls.
         var mostQueued = 0.0
         var written = floods.reduce(0) { $0 + $1.1.value }
         let deadline = Date().addingTimeInterval(60)

@@ -217,7 +217,7 @@ struct ConnectionStateMachineTests {
             == .peerTooSlow(peer: "p", queuedBytes: 5000, limit: 1000, grace: .seconds(10)))
     }
 
-    @Test("while the transceiver's outbound budget is spent, a peer holding a megabyte or more all through the grace period is disconnected as too slow; one holding less, or a spent budget that recovers, is not")
+    @Test("while the transceiver's outbound budget is spent, a peer holding a megabyte or more of it all through the grace period is disconnected as too slow; one holding less, or a spent budget that recovers, is not")
     func spentOutboundBudget() throws {
         var machine = Machine(configuration: .init(
             localHello: local, heartbeatInterval: .milliseconds(500), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5),
@@ -226,20 +226,22 @@ struct ConnectionStateMachineTests {
         _ = machine.activated(now: start)
         #expect(machine.frameReceived(try helloEnvelope(remote), now: start) == .established(remote))
         let mega = PeerConnection.outboxHighWatermark
-        func tick(_ seconds: Int, queued: Int, spent: Bool) -> Machine.Action {
+        /// A tick at `seconds` with the peer heard from; `held` is what it holds of the spent
+        /// budget (0: the budget is not spent).
+        func tick(_ seconds: Int, held: Int) -> Machine.Action {
             machine.bytesArrived(now: start + .seconds(Int64(seconds)))
-            return machine.heartbeat(now: start + .seconds(Int64(seconds)), queuedOutboundBytes: queued, outboundBudgetSpent: spent)
+            return machine.heartbeat(now: start + .seconds(Int64(seconds)), queuedOutboundBytes: 2 * mega, heldOfSpentBudget: held)
         }
-        // Under its own limit; the budget spent, but the peer holds less than a megabyte.
-        #expect(tick(1, queued: mega - 1, spent: true) == .none)
-        #expect(tick(20, queued: mega - 1, spent: true) == .none)
+        // Under its own limit; the budget spent, but the peer holds less than a megabyte of it.
+        #expect(tick(1, held: mega - 1) == .none)
+        #expect(tick(20, held: mega - 1) == .none)
         // A megabyte: the grace period starts; the budget recovering restarts it.
-        #expect(tick(21, queued: mega, spent: true) == .none)
-        #expect(tick(25, queued: mega, spent: false) == .none)
-        #expect(tick(26, queued: mega, spent: true) == .none)
-        #expect(tick(35, queued: mega, spent: true) == .none)
+        #expect(tick(21, held: mega) == .none)
+        #expect(tick(25, held: 0) == .none)
+        #expect(tick(26, held: mega) == .none)
+        #expect(tick(35, held: mega) == .none)
         let failure = Machine.Failure.overOutboundBudget(queuedBytes: mega, budget: 4 << 20, grace: .seconds(10))
-        #expect(tick(36, queued: mega, spent: true) == .close(sending: nil, mode: .close, reason: .failed(failure)))
+        #expect(tick(36, held: mega) == .close(sending: nil, mode: .close, reason: .failed(failure)))
         #expect(Machine.CloseReason.failed(failure).error(peer: "p")
             == .peerTooSlow(peer: "p", queuedBytes: mega, budget: 4 << 20, grace: .seconds(10)))
     }

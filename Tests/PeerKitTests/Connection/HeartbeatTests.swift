@@ -111,6 +111,41 @@ struct HeartbeatTests {
         await network.shutdown()
     }
 
+    @Test("broadcasts to peers that do not read are one buffer for all: they do not spend the process-wide budget, and no peer is disconnected for it", arguments: [false, true])
+    func broadcastsDoNotSpendTheBudget(sessions: Bool) async throws {
+        let network = TestNetwork()
+        let alice = try await network.startTransceiver(named: "alice") {
+            $0.maximumQueuedOutboundBytes = 8 << 20
+            $0.maximumTotalQueuedOutboundBytes = 2 << 20
+            $0.slowPeerGracePeriod = .seconds(1)
+            $0.resumesSessions = sessions
+        }
+        var others: [PeerTransceiver] = []
+        for name in ["bob", "carol", "dave"] {
+            let other = try await network.startTransceiver(named: name)
+            try await network.waitUntilConnected(alice, other)
+            others.append(other)
+        }
+        let events = EventRecorder(alice, on: network)
+        for other in others { network.stopReading(other, from: alice) }
+
+        // 2 MiB to each of three peers: 6 MiB if each peer's copy were counted, three times the
+        // budget; it is one buffer per message, shared by the three queues.
+        let chunk = Chunk(bytes: String(repeating: "x", count: 64 * 1024))
+        for _ in 0..<32 { alice.broadcast(chunk) }
+        let manager = try #require(alice.session?.manager)
+        for other in others {
+            let queued = manager.connection(to: other.peerID)?.queuedOutboundBytes ?? 0
+            #expect(queued > 1 << 20, "\(other.peerID): \(queued) bytes queued")
+        }
+        #expect(manager.outboundBudget.total == 0, "broadcasts charged \(manager.outboundBudget.total) bytes to the budget")
+        // Past the 1 s grace period, before the others' 2.5 s peer timeout (they read nothing).
+        await network.advance(by: .milliseconds(1750))
+        #expect(alice.connectedPeers.count == 3)
+        #expect(!events.events.contains { if case .peerDisconnected = $0 { true } else { false } }, "\(events.events)")
+        await network.shutdown()
+    }
+
     @Test("a send to a peer that does not read waits for the grace period, then throws peerTooSlow and the peer is disconnected")
     func slowReaderOfSends() async throws {
         let network = TestNetwork()

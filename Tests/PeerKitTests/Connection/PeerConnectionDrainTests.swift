@@ -121,6 +121,29 @@ struct PeerConnectionDrainTests {
         #expect(budget.total == 0, "dropped with its connection: off the budget")
     }
 
+    @Test("a broadcast's frame, one buffer in every peer's outbox, counts against the peer's limit but is not charged to the budget")
+    func sharedFramesAreNotCharged() throws {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let budget = OutboundBudget(limit: 1 << 20)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget)
+        let frame = ByteBuffer(repeating: 0x61, count: 100)
+        let cost = PeerConnection.queuedCost(of: frame)
+        channel.isWritable = false
+        #expect(connection.enqueue(frame, below: nil, shared: true) == .queued)
+        // A session's writes: an earlier frame made for this peer, then the broadcast's.
+        let appended = connection.appendInOrder([frame, frame], lastShared: true)
+        connection.finishAppend(appended)
+        #expect(appended.bytes == 2 * cost && appended.charged == cost)
+        #expect(connection.queuedOutboundBytes == 3 * cost, "the peer's own limit counts every frame")
+        #expect(connection.chargedOutboundBytes == cost && budget.total == cost, "only the frame made for this peer alone is charged")
+
+        channel.isWritable = true
+        connection.writabilityChanged(isWritable: true)
+        loop.run()
+        #expect(connection.queuedOutboundBytes == 0 && connection.chargedOutboundBytes == 0 && budget.total == 0)
+    }
+
     @Test("while the transceiver's budget is spent, a connection whose outbox empties says so (its peer's handlers may run), and so does the budget once it has room")
     func roomWhileTheBudgetIsSpent() throws {
         let frame = ByteBuffer(repeating: 0x61, count: 1000)

@@ -42,8 +42,6 @@ struct PeerKitErrorSentenceTests {
              "the peer \"Kitchen\" at 127.0.0.1:5000 did not read what was sent to it: 40000000 bytes waited to be sent, over the 33554432-byte limit (PeerConfiguration.maximumQueuedOutboundBytes), for more than 10 s, so it was disconnected. Send less to it, or raise the limit."),
             (.peerTooSlow(peer: p, queuedBytes: 33554432, limit: 33554432, grace: .zero),
              "the peer \"Kitchen\" at 127.0.0.1:5000 did not read what was sent to it: 33554432 bytes waited to be sent, at the 33554432-byte limit (PeerConfiguration.maximumQueuedOutboundBytes) when a broadcast, which cannot wait, came for it, so it was disconnected. Send less to it, or raise the limit."),
-            (.peerTooSlow(peer: p, queuedBytes: 2000000, budget: 134217728, grace: .zero),
-             "the peer \"Kitchen\" at 127.0.0.1:5000 did not read what was sent to it: 2000000 bytes waited to be sent to it while all peers' send queues together were at the 134217728-byte budget (PeerConfiguration.maximumTotalQueuedOutboundBytes), when a broadcast, which cannot wait, came for it, so it was disconnected. Send less, or raise the budget."),
             (.peerTooSlow(peer: p, queuedBytes: 2000000, budget: 134217728, grace: .seconds(10)),
              "the peer \"Kitchen\" at 127.0.0.1:5000 did not read what was sent to it: 2000000 bytes waited to be sent to it while all peers' send queues together were at the 134217728-byte budget (PeerConfiguration.maximumTotalQueuedOutboundBytes), for more than 10 s, so it was disconnected. Send less, or raise the budget."),
             (.requestTimedOut(type: "Question", peer: p, timeout: .milliseconds(1234)),
