@@ -136,8 +136,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// What all of the transceiver's connections may hold unhandled together (nil: no such bound).
     let inboundBudget: InboundBudget?
     /// What all of the transceiver's connections may hold queued to send together (nil: no such
-    /// bound). While it is spent, ``roomAvailable`` is also called when this outbox empties, and
-    /// when the total drops below the budget.
+    /// bound). While it is spent, ``roomAvailable`` is also called when nothing charged to it is
+    /// left in this outbox, and when the total drops below the budget.
     let outboundBudget: OutboundBudget?
 
     init(channel: any Channel, direction: TieBreak.Direction, serviceKey: String?, maximumQueuedInboundBytes: Int = 4 << 20, inboundBudget: InboundBudget? = nil, maximumQueuedOutboundBytes: Int = 32 << 20, outboundBudget: OutboundBudget? = nil, metrics: PeerMetrics = .disabled, clock: PeerClock = .continuous, roomAvailable: (@Sendable () -> Void)? = nil) {
