@@ -7,6 +7,13 @@ import Testing
 /// How a connection moves its outbox to the channel: a long backlog in turns, pings first.
 @Suite("Draining the outbox")
 struct PeerConnectionDrainTests {
+    /// A connection on an embedded channel, with the channel's loop; its outbox charged to `budget`.
+    func embeddedConnection(budget: OutboundBudget, roomAvailable: (@Sendable () -> Void)? = nil) throws -> (EmbeddedChannel, EmbeddedEventLoop, PeerConnection) {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        return (channel, loop, PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget, roomAvailable: roomAvailable))
+    }
+
     @Test("a long backlog is written a bounded number of frames per event-loop turn, and a ping overtakes the rest")
     func backlogIsWrittenInTurns() throws {
         let channel = EmbeddedChannel()
@@ -100,11 +107,9 @@ struct PeerConnectionDrainTests {
 
     @Test("the outbox counts each frame's bytes and its overhead, on its own and in the transceiver's budget, and gives both back when written or dropped")
     func outboxCountsCostInTheBudget() throws {
-        let channel = EmbeddedChannel()
-        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
         let budget = OutboundBudget(limit: 1 << 20)
-        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget)
-        let other = PeerConnection(channel: EmbeddedChannel(), direction: .inbound, serviceKey: nil, outboundBudget: budget)
+        let (channel, loop, connection) = try embeddedConnection(budget: budget)
+        let (_, _, other) = try embeddedConnection(budget: budget)
         channel.isWritable = false
         for _ in 0..<10 { connection.send(ByteBuffer(repeating: 0x61, count: 100)) }
         other.send(ByteBuffer(repeating: 0x62, count: 40))
@@ -123,10 +128,8 @@ struct PeerConnectionDrainTests {
 
     @Test("a broadcast's frame, one buffer in every peer's outbox, counts against the peer's limit but is not charged to the budget")
     func sharedFramesAreNotCharged() throws {
-        let channel = EmbeddedChannel()
-        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
         let budget = OutboundBudget(limit: 1 << 20)
-        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget)
+        let (channel, loop, connection) = try embeddedConnection(budget: budget)
         let frame = ByteBuffer(repeating: 0x61, count: 100)
         let cost = PeerConnection.queuedCost(of: frame)
         channel.isWritable = false
@@ -149,14 +152,10 @@ struct PeerConnectionDrainTests {
         let frame = ByteBuffer(repeating: 0x61, count: 1000)
         let budget = OutboundBudget(limit: 2 * PeerConnection.queuedCost(of: frame))
         let rooms = NIOLockedValueBox(0)
-        let channel = EmbeddedChannel()
-        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
-        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, outboundBudget: budget,
-                                        roomAvailable: { rooms.withLockedValue { $0 += 1 } })
-        let hog = PeerConnection(channel: EmbeddedChannel(), direction: .inbound, serviceKey: nil, outboundBudget: budget,
-                                 roomAvailable: { rooms.withLockedValue { $0 += 1 } })
+        let (channel, loop, connection) = try embeddedConnection(budget: budget) { rooms.withLockedValue { $0 += 1 } }
+        let (hogChannel, _, hog) = try embeddedConnection(budget: budget) { rooms.withLockedValue { $0 += 1 } }
         // The hog's peer never reads: its two frames spend the budget.
-        (hog.channel as? EmbeddedChannel)?.isWritable = false
+        hogChannel.isWritable = false
         hog.send(frame)
         hog.send(frame)
         #expect(budget.isSpent)
