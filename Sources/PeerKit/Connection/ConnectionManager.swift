@@ -575,23 +575,27 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
 
     /// Whether the peer's outbox has room (holds less than
     /// ``Configuration/maximumQueuedOutboundBytes``, and, while the transceiver's
-    /// ``OutboundBudget`` is spent, nothing charged to it): the dispatcher runs the handlers of a
-    /// peer's messages only then, so a peer that does not read its replies gets no more made for
-    /// it, and its further requests wait unread. Under a spent budget this holds for every peer
-    /// together: the process holds at most the budget plus one reply per peer.
+    /// ``OutboundBudget`` is spent, nothing charged to it, in its outbox or its session's
+    /// retransmit tail): the dispatcher runs the handlers of a peer's messages only then, so a
+    /// peer that does not read (or acknowledge) its replies gets no more made for it, and its
+    /// further requests wait unread. Under a spent budget this holds for every peer together: the
+    /// process holds at most the budget plus one reply per peer.
     func outboxState(of peerID: String) -> OutboxState {
-        let link = state.withLockedValue { state -> (PeerConnection?, Int)? in
+        let probe = state.withLockedValue { state -> (connection: PeerConnection?, held: Int, sessionCharged: Int)? in
             // In place (see PeerRecord.outboxProbe()): this runs for every message handled.
             guard state.running, let index = state.peers.index(forKey: peerID) else { return nil }
             return state.peers.values[index].outboxProbe()
         }
-        guard let (connection, held) = link else { return .disconnected }
-        // Switching: the frames held for the winner (not charged to the budget) count alone.
-        guard let connection else { return held < configuration.maximumQueuedOutboundBytes ? .room : .full }
-        let queued = connection.queuedOutboundBytes
-        guard queued < configuration.maximumQueuedOutboundBytes else { return .full }
-        guard queued > 0, outboundBudget.isSpent else { return .room }
-        return connection.chargedOutboundBytes > 0 ? .full : .room
+        guard let (connection, held, sessionCharged) = probe else { return .disconnected }
+        // Switching or suspended: the frames held for the winner (not charged to the budget), and
+        // the session's tail, count alone.
+        guard let connection else {
+            guard held < configuration.maximumQueuedOutboundBytes else { return .full }
+            return sessionCharged > 0 && outboundBudget.isSpent ? .full : .room
+        }
+        guard connection.queuedOutboundBytes < configuration.maximumQueuedOutboundBytes else { return .full }
+        guard outboundBudget.isSpent else { return .room }
+        return sessionCharged > 0 || connection.chargedOutboundBytes > 0 ? .full : .room
     }
 
     /// Sends `frame` to every connected peer, and holds it for each peer that is switching
@@ -1306,6 +1310,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             // the peer's writes no session frame until the peer's resume arrives on it.
             defer {
                 if let frame = record.sessionConnected(connection) { resume = (SessionFrame.resume(frame).encode(), suspended) }
+                if record.link.current === connection { connection.setSessionShare(record.session?.share) }
             }
 
             switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID, isQuiet: { $0.isQuiet }) {
@@ -1705,13 +1710,24 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         let arrival = record.sessionArrives(incarnation: remote.resumableSession, fingerprint: connection.peer?.fingerprint,
                                             maximumUnacknowledgedBytes: sessions.maximumUnacknowledgedBytes,
                                             maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
-                                            perFrameOverhead: PeerConnection.perFrameOverhead)
+                                            perFrameOverhead: PeerConnection.perFrameOverhead, share: newBudgetShare)
         if let ended = arrival.ended {
             carryOut(ended, state: &state)
             state.rememberFailure(ended.error, of: record.peer.id)
         }
         if let event = arrival.event { state.emit(event) }
         return arrival.resumes
+    }
+
+    /// A new session's part of the ``OutboundBudget``. Its releases happen under the lock, so the
+    /// dispatcher they may wake (the budget fell below its limit, or the peer's tail holds nothing
+    /// charged any more) is told on the timer loop, after the lock is released.
+    private func newBudgetShare() -> OutboundBudget.Share {
+        let loop = timerLoop
+        return OutboundBudget.Share(budget: outboundBudget) { [weak self] in
+            guard let self else { return }
+            loop.execute { self.messagesBox.withLockedValue { $0 }?.outboxHasRoom() }
+        }
     }
 
     /// What recording a session frame for a peer decided.
@@ -1731,17 +1747,17 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         case failed(PeerKitError)
     }
 
-    /// Numbers `frame` in the peer's session and keeps it. A `shared` frame (a broadcast's, the
-    /// same buffer for every peer) is not charged to the ``OutboundBudget`` when it is written
-    /// now. Call with the lock held.
+    /// Numbers `frame` in the peer's session and keeps it, charged to the ``OutboundBudget`` until
+    /// the peer acknowledges it, unless it is `shared` (a broadcast's, the same buffer for every
+    /// peer). Call with the lock held.
     private func recordSessionFrame(_ frame: ByteBuffer, for peerID: String, canWait: Bool, shared: Bool = false, state: inout State) -> SessionSend {
         guard state.running, let index = state.peers.index(forKey: peerID) else { return .notConnected }
         // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
-        guard let recorded = state.peers.values[index].recordInSession(frame) else { return .noSession }
+        guard let recorded = state.peers.values[index].recordInSession(frame, charged: !shared) else { return .noSession }
         switch recorded.outcome {
         case .kept:
             // The writes end with this frame, after any the session had not written yet.
-            if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, lastShared: shared, state: &state) }
+            if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, state: &state) }
             return .kept(current: recorded.current)
         case .full:
             guard var record = state.peers[peerID], let reached = record.sessionBoundReached() else { return .notConnected }
@@ -1870,12 +1886,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         append(writes, to: current, state: &state)
     }
 
-    /// Appends a session's `writes` to `connection`'s outbox (see ``writeSession(of:state:)``);
-    /// with `lastShared`, their last frame is a broadcast's, not charged to the budget.
-    private func append(_ writes: Session.Writes, to connection: PeerConnection, lastShared: Bool = false, state: inout State) {
+    /// Appends a session's `writes` to `connection`'s outbox (see ``writeSession(of:state:)``):
+    /// the session charges them to the budget, the outbox does not.
+    private func append(_ writes: Session.Writes, to connection: PeerConnection, state: inout State) {
         var frames = writes.frames
         if let from = writes.from { frames.insert(SessionFrame.resend(from: from).encode(), at: 0) }
-        let appended = connection.appendInOrder(frames, lastShared: lastShared)
+        let appended = connection.appendInOrder(frames)
         if appended.bytes > 0 { state.appendsToFinish.append((connection, appended)) }
     }
 

@@ -9,9 +9,12 @@ import Synchronization
 /// per-frame overhead, ``PeerConnection/queuedCost(of:)``) and takes off what it writes or drops.
 /// A broadcast's frame is not charged: it is one buffer in every peer's outbox, freed when the
 /// slowest peer has taken it, so the memory it holds is bounded by one peer's limit whatever the
-/// number of peers. While the budget is spent:
-/// - a peer's handlers run only while nothing charged waits in its own outbox, so peers that do
-///   not read their replies cannot make more of them (``ConnectionManager/outboxState(of:)``);
+/// number of peers. A resumable session's frames (feature `resume`) are charged by the session
+/// instead, from the moment it numbers them until the peer acknowledges them (a ``Share``), so
+/// that a frame written and kept for a resend counts as long as it is held. While the budget is spent:
+/// - a peer's handlers run only while nothing charged waits in its own outbox or its session's
+///   retransmit tail, so peers that do not read (or do not acknowledge) their replies cannot make
+///   more of them (``ConnectionManager/outboxState(of:)``);
 /// - a peer that holds ``PeerConnection/outboxHighWatermark`` or more of it for longer than
 ///   ``PeerConfiguration/slowPeerGracePeriod`` is disconnected as too slow, so that peers which
 ///   never read cannot keep the budget spent.
@@ -44,5 +47,50 @@ final class OutboundBudget: Sendable {
     func removed(_ cost: Int) -> Bool {
         let after = queued.wrappingSubtract(cost, ordering: .relaxed).newValue
         return after < limit && after + cost >= limit
+    }
+
+    /// One resumable session's part of the budget: what its retransmit tail holds of frames
+    /// charged to it (``PeerSession``), from the moment they are numbered until the peer
+    /// acknowledges them or the session drops them. The session changes it under the connection
+    /// manager's lock; the connection's heartbeat reads it (``bytes``) to tell a peer that holds
+    /// the spent budget without acknowledging.
+    ///
+    /// It cannot leak: what is still held when the share is released (a session discarded with
+    /// frames in its tail) goes back to the budget then.
+    final class Share: Sendable {
+        let budget: OutboundBudget
+        private let held = Atomic<Int>(0)
+        /// Called when a release may let peers held back run again: it took the budget below its
+        /// limit, or it emptied this share while the budget is spent. It must not take the
+        /// connection manager's lock synchronously (releases happen under it).
+        private let wake: @Sendable () -> Void
+
+        init(budget: OutboundBudget, wake: @escaping @Sendable () -> Void = {}) {
+            self.budget = budget
+            self.wake = wake
+        }
+
+        /// What the session holds charged to the budget now.
+        var bytes: Int { held.load(ordering: .relaxed) }
+
+        /// The session kept `cost` more.
+        func added(_ cost: Int) {
+            guard cost > 0 else { return }
+            held.wrappingAdd(cost, ordering: .relaxed)
+            budget.added(cost)
+        }
+
+        /// The session let go of `cost` of what it held (acknowledged, dropped or ended).
+        func removed(_ cost: Int) {
+            guard cost > 0 else { return }
+            let left = held.wrappingSubtract(cost, ordering: .relaxed).newValue
+            let crossedBelow = budget.removed(cost)
+            if crossedBelow || (left == 0 && budget.isSpent) { wake() }
+        }
+
+        deinit {
+            let left = held.load(ordering: .relaxed)
+            if left > 0, budget.removed(left) { wake() }
+        }
     }
 }

@@ -16,7 +16,8 @@ import NIOCore
 /// The outbox counts what its frames cost in memory, not only their bytes
 /// (``queuedCost(of:)``), and adds that of the frames made for this peer alone to the
 /// transceiver's ``OutboundBudget`` (a broadcast's frame is one buffer shared by every peer's
-/// outbox: it does not multiply the memory, so it is not charged).
+/// outbox: it does not multiply the memory, so it is not charged; a resumable session's frames are
+/// charged by the session, which keeps them until they are acknowledged).
 ///
 /// **Inbound.** Messages handed to the dispatcher are counted (``inboundAccepted(_:)``) until
 /// their handlers ran (``inboundHandled(_:)``); over ``PeerConfiguration/maximumQueuedInboundBytes``
@@ -78,6 +79,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var queuedBytes = 0
         /// What of that is charged to the budget: the frames made for this peer alone.
         var chargedBytes = 0
+        /// The budget's share of the peer's session, when this connection carries it.
+        var sessionShare: OutboundBudget.Share?
         var urgent: [ByteBuffer] = []
         /// The answer to the peer's latest ping, until the channel can take it (see ``sendPong(_:)``).
         var pong: ByteBuffer?
@@ -179,8 +182,24 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     var queuedOutboundBytes: Int { state.withLockedValue { $0.queuedBytes } }
 
     /// What of ``queuedOutboundBytes`` is charged to the transceiver's ``OutboundBudget``: the
-    /// frames made for this peer alone, not the broadcasts it shares with the others.
+    /// frames made for this peer alone, not the broadcasts it shares with the others, nor a
+    /// session's frames (its tail charges those).
     var chargedOutboundBytes: Int { state.withLockedValue { $0.chargedBytes } }
+
+    /// What the peer holds of the transceiver's ``OutboundBudget`` through this connection: what
+    /// its outbox has charged, and what the session it carries keeps charged in its tail, written
+    /// and not acknowledged (``setSessionShare(_:)``). The heartbeat disconnects a peer that holds
+    /// too much of a spent budget for too long.
+    var heldOfOutboundBudget: Int {
+        let (charged, share) = state.withLockedValue { ($0.chargedBytes, $0.sessionShare) }
+        return charged + (share?.bytes ?? 0)
+    }
+
+    /// This connection became the one that carries the peer's resumable session, which keeps
+    /// `share` of the budget: ``heldOfOutboundBudget`` counts it from now on.
+    func setSessionShare(_ share: OutboundBudget.Share?) {
+        state.withLockedValue { $0.sessionShare = share }
+    }
 
     /// Why the connection ended, once it ended badly.
     var closeError: PeerKitError? {
@@ -257,13 +276,13 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         let (outcome, appended) = state.withLockedValue { state -> (Enqueued, Appended) in
             guard !state.closed, state.accepting else { return (.closed, Appended()) }
             if let mark, state.queuedBytes >= mark { return (.full(queuedBytes: state.queuedBytes), Appended()) }
-            return (.queued, append(CollectionOfOne(frame), lastShared: shared, to: &state))
+            return (.queued, append(CollectionOfOne(frame), charged: !shared, to: &state))
         }
         finishAppend(appended)
         return outcome
     }
 
-    /// What ``appendInOrder(_:lastShared:)`` queued: its cost (``queuedCost(of:)``), what of it
+    /// What ``appendInOrder(_:)`` queued: its cost (``queuedCost(of:)``), what of it
     /// is charged to the budget, and whether the drain is to be scheduled.
     struct Appended {
         var bytes = 0
@@ -278,31 +297,28 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// is called while it is held), so taking it under another cannot deadlock. Appends nothing
     /// once the connection is closing or closed; unlike ``enqueue(_:below:shared:)`` there is no mark:
     /// the caller bounds what it keeps (a session, by ``PeerConfiguration/maximumUnacknowledgedBytes``).
-    /// With `lastShared`, the last frame is a broadcast's (shared by every peer's outbox) and is
-    /// not charged to the budget.
-    func appendInOrder(_ frames: [ByteBuffer], lastShared: Bool = false) -> Appended {
+    /// The frames are not charged to the transceiver's budget here: the session that keeps them
+    /// charges them for as long as it does (``OutboundBudget/Share``), written or not.
+    func appendInOrder(_ frames: [ByteBuffer]) -> Appended {
         state.withLockedValue { state -> Appended in
             guard !state.closed, state.accepting else { return Appended() }
-            return append(frames, lastShared: lastShared, to: &state)
+            return append(frames, charged: false, to: &state)
         }
     }
 
-    /// Appends `frames` to the outbox of `state` (the lock held), and the cost of those made for
-    /// this peer alone (all but the last when `lastShared`) to the budget; the drain is to be
-    /// scheduled when none is yet. The budget's count is one atomic add, made under the lock so
-    /// that no drain can take the frames off it before they are on it.
-    private func append(_ frames: some Collection<ByteBuffer>, lastShared: Bool, to state: inout State) -> Appended {
+    /// Appends `frames` to the outbox of `state` (the lock held), and, when they are `charged`
+    /// (made for this peer alone, and kept by no session), their cost to the budget; the drain is
+    /// to be scheduled when none is yet. The budget's count is one atomic add, made under the lock
+    /// so that no drain can take the frames off it before they are on it.
+    private func append(_ frames: some Collection<ByteBuffer>, charged: Bool, to state: inout State) -> Appended {
         guard !frames.isEmpty else { return Appended() }
         var appended = Appended()
-        var left = frames.count
         for frame in frames {
-            left -= 1
-            let charged = !(lastShared && left == 0)
             let cost = Self.queuedCost(of: frame)
             state.queued.append((frame, charged))
             appended.bytes += cost
-            if charged { appended.charged += cost }
         }
+        if charged { appended.charged = appended.bytes }
         state.queuedBytes += appended.bytes
         state.chargedBytes += appended.charged
         if appended.charged > 0 { outboundBudget?.added(appended.charged) }
@@ -313,7 +329,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         return appended
     }
 
-    /// Completes an ``appendInOrder(_:lastShared:)``: counts its bytes and schedules the drain. Call with
+    /// Completes an ``appendInOrder(_:)``: counts its bytes and schedules the drain. Call with
     /// no lock held.
     func finishAppend(_ appended: Appended) {
         if appended.bytes > 0 { metrics.sendQueueBytes.increment(by: Double(appended.bytes)) }

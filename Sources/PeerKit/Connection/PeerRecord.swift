@@ -65,15 +65,17 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     var isAvailable: Bool { isConnected || !serviceKeys.isEmpty }
 
     /// What ``ConnectionManager/outboxState(of:)`` needs: nil when the peer is not connected;
-    /// else its connection (nil while it switches) and the bytes held meanwhile, with no
-    /// connection and the most bytes there are when its session is full. Changes nothing; it
+    /// else its connection (nil while it switches, or is suspended) and the bytes held meanwhile,
+    /// with no connection and the most bytes there are when its session is full; and what its
+    /// session's tail holds charged to the transceiver's budget. Changes nothing; it
     /// is `mutating` so that it is called on the record in its dictionary, in place
     /// (`state.peers.values[index].outboxProbe()`): a getter would be called on a copy, a retain
     /// and a release of each of its references, for every message handled.
-    mutating func outboxProbe() -> (Connection?, Int)? {
+    mutating func outboxProbe() -> (connection: Connection?, held: Int, sessionCharged: Int)? {
         guard isConnected else { return nil }
-        if session?.isFull == true { return (nil, .max) }
-        return (active, link.heldBytes)
+        guard let session else { return (active, link.heldBytes, 0) }
+        if session.isFull { return (nil, .max, session.chargedBytes) }
+        return (active, link.heldBytes, session.chargedBytes)
     }
 
     /// The peer as events and lists show it now.
@@ -92,7 +94,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
 
     // MARK: Session: a connection arrives
 
-    /// What ``sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:perFrameOverhead:)`` decided.
+    /// What ``sessionArrives(incarnation:fingerprint:maximumUnacknowledgedBytes:maximumQueuedOutboundBytes:perFrameOverhead:share:)`` decided.
     struct SessionArrival {
         /// Whether the peer was suspended and resumes now, with its session: it is reported
         /// resumed, not connected.
@@ -112,8 +114,10 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// new one starts when the peer offers one (`incarnation` is not nil). The new session's
     /// bound is the lower of `maximumUnacknowledgedBytes` and `maximumQueuedOutboundBytes`: its
     /// frames are the outbox's session frames too, so its bound is never looser. Each frame
-    /// counts `perFrameOverhead` beyond its bytes, as in the outbox.
-    mutating func sessionArrives(incarnation: String?, fingerprint: String?, maximumUnacknowledgedBytes: Int, maximumQueuedOutboundBytes: Int, perFrameOverhead: Int) -> SessionArrival {
+    /// counts `perFrameOverhead` beyond its bytes, as in the outbox. A new session charges what
+    /// its tail keeps for this peer alone to `share` (made only when a session starts).
+    mutating func sessionArrives(incarnation: String?, fingerprint: String?, maximumUnacknowledgedBytes: Int, maximumQueuedOutboundBytes: Int,
+                                 perFrameOverhead: Int, share: () -> OutboundBudget.Share? = { nil }) -> SessionArrival {
         if let session, !session.isEnded,
            let incarnation, session.continues(incarnation: incarnation, fingerprint: fingerprint) {
             return SessionArrival(resumes: !link.isConnected)
@@ -128,7 +132,8 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         }
         if let incarnation {
             let bound = min(maximumUnacknowledgedBytes, maximumQueuedOutboundBytes)
-            session = Session(limits: .init(maximumUnacknowledgedBytes: bound, perFrameOverhead: perFrameOverhead), remoteIncarnation: incarnation, fingerprint: fingerprint)
+            session = Session(limits: .init(maximumUnacknowledgedBytes: bound, perFrameOverhead: perFrameOverhead), remoteIncarnation: incarnation,
+                              fingerprint: fingerprint, share: share())
         }
         return arrival
     }
@@ -232,11 +237,11 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
 
     // MARK: Session: outbound
 
-    /// Numbers `frame` in the session and keeps it; then takes what the session has not
-    /// written yet (this frame, after any before it), for the current connection. Nil
-    /// without a session.
-    mutating func recordInSession(_ frame: ByteBuffer) -> (outcome: Session.Record, current: Connection?, writes: Session.Writes?)? {
-        guard let outcome = session?.record(frame) else { return nil }
+    /// Numbers `frame` in the session and keeps it (charged to the budget unless `charged` is
+    /// false: a broadcast's); then takes what the session has not written yet (this frame, after
+    /// any before it), for the current connection. Nil without a session.
+    mutating func recordInSession(_ frame: ByteBuffer, charged: Bool = true) -> (outcome: Session.Record, current: Connection?, writes: Session.Writes?)? {
+        guard let outcome = session?.record(frame, charged: charged) else { return nil }
         guard case .kept = outcome else { return (outcome, link.current, nil) }
         return (outcome, link.current, takeSessionWrites()?.writes)
     }

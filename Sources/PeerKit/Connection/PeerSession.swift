@@ -15,14 +15,16 @@ import NIOCore
 /// (`peerkit.resend`, ``Writes/from``); each later frame on that connection is one more. So a
 /// frame is encoded once for every peer it goes to (a broadcast), and the hot path adds no byte.
 ///
-/// **Outbound.** ``record(_:)`` numbers a frame and keeps it in the retransmit tail until the
+/// **Outbound.** ``record(_:charged:)`` numbers a frame and keeps it in the retransmit tail until the
 /// peer acknowledges it (``acknowledged(through:)``, cumulative: "received through n"). The tail
 /// is bounded by ``Limits/maximumUnacknowledgedBytes`` at every moment: a frame is taken while
 /// the tail holds less than the bound, so it holds at most the bound plus one frame. Senders that
 /// can wait leave a waiter (``wait(_:)``), resumed when an acknowledgement frees room or the
 /// session ends. ``takeUnwritten()`` hands over the frames not yet written on the current
 /// connection, in order (the manager appends them to the connection's outbox under the same lock
-/// as the call, so that the wire order is the numbering's).
+/// as the call, so that the wire order is the numbering's). A frame made for this peer alone is
+/// charged to the transceiver's ``OutboundBudget`` (``share``) for as long as the tail keeps it; a
+/// broadcast's (one buffer in every peer's tail) is not.
 ///
 /// **Inbound.** ``receive(sequence:bytes:)`` takes the peer's session frames in order: a number
 /// already received is a duplicate (dropped; a resent tail overlapping what arrived on a closing
@@ -103,6 +105,10 @@ struct PeerSession<Waiter> {
     /// The peer's epoch, from the first of its resumes read in this session: nil before it, and for
     /// a peer that names none.
     private(set) var peerEpoch: String?
+    /// The session's part of the transceiver's ``OutboundBudget``: the charged frames of its tail
+    /// (nil: none is kept, as in tests of the session alone). A reference: copies of a session
+    /// share it, so only one copy is changed (the record's, see ``PeerRecord``), as for the tail.
+    let share: OutboundBudget.Share?
 
     private(set) var phase: Phase = .resuming(generation: 0)
 
@@ -111,10 +117,13 @@ struct PeerSession<Waiter> {
     private(set) var sent: UInt64 = 0
     /// The peer received everything through this number.
     private(set) var acknowledged: UInt64 = 0
-    /// Frames `acknowledged + 1 ... sent`, oldest first.
-    private var tail = CircularBuffer<ByteBuffer>()
-    /// Their bytes.
+    /// Frames `acknowledged + 1 ... sent`, oldest first, each with whether it is charged to the
+    /// budget.
+    private var tail = CircularBuffer<(frame: ByteBuffer, charged: Bool)>()
+    /// What they count against the bound: their bytes and the per-frame overhead.
     private(set) var unacknowledgedBytes = 0
+    /// What of that is charged to the budget (the frames made for this peer alone), also in ``share``.
+    private(set) var chargedBytes = 0
     /// How many of the tail's first frames were handed to the current connection.
     private var written = 0
     /// The highest number ever handed to a connection: frames after it were never written anywhere.
@@ -132,11 +141,12 @@ struct PeerSession<Waiter> {
     private var bytesSinceAcknowledgement = 0
     private var acknowledgementTimerArmed = false
 
-    init(limits: Limits, remoteIncarnation: String, fingerprint: String?, epoch: String = SessionFrame.Resume.newEpoch()) {
+    init(limits: Limits, remoteIncarnation: String, fingerprint: String?, epoch: String = SessionFrame.Resume.newEpoch(), share: OutboundBudget.Share? = nil) {
         self.limits = limits
         self.remoteIncarnation = remoteIncarnation
         self.fingerprint = fingerprint
         self.epoch = epoch
+        self.share = share
     }
 
     /// How many frames wait unacknowledged.
@@ -169,7 +179,7 @@ struct PeerSession<Waiter> {
 
     // MARK: Outbound
 
-    /// What ``record(_:)`` did with a frame.
+    /// What ``record(_:charged:)`` did with a frame.
     enum Record: Equatable {
         /// Numbered `sequence` and kept until acknowledged; ``takeUnwritten()`` hands it on.
         case kept(sequence: UInt64)
@@ -184,14 +194,51 @@ struct PeerSession<Waiter> {
         frame.readableBytes + limits.perFrameOverhead
     }
 
-    /// Numbers a session frame and keeps it until the peer acknowledges it.
-    mutating func record(_ frame: ByteBuffer) -> Record {
+    /// Numbers a session frame and keeps it until the peer acknowledges it. A `charged` frame
+    /// (made for this peer alone) counts against the transceiver's budget meanwhile; a
+    /// broadcast's, one buffer in every peer's tail, does not.
+    mutating func record(_ frame: ByteBuffer, charged: Bool = true) -> Record {
         if case let .ended(error) = phase { return .ended(error) }
         guard !isFull else { return .full(unacknowledgedBytes: unacknowledgedBytes) }
         sent += 1
-        tail.append(frame)
-        unacknowledgedBytes += cost(of: frame)
+        tail.append((frame, charged))
+        let cost = cost(of: frame)
+        unacknowledgedBytes += cost
+        if charged { charge(cost) }
         return .kept(sequence: sent)
+    }
+
+    /// The tail keeps `cost` more charged to the budget.
+    private mutating func charge(_ cost: Int) {
+        chargedBytes += cost
+        share?.added(cost)
+    }
+
+    /// The tail let go of `cost` of what was charged to the budget.
+    private mutating func release(_ cost: Int) {
+        chargedBytes -= cost
+        share?.removed(cost)
+    }
+
+    /// Takes `count` frames off the tail's head; returns what they counted against the bound, and
+    /// gives back what of it was charged.
+    private mutating func popFirst(_ count: Int) -> Int {
+        var bytes = 0
+        var charged = 0
+        for _ in 0..<count {
+            guard let (frame, isCharged) = tail.popFirst() else { break }
+            let cost = cost(of: frame)
+            bytes += cost
+            if isCharged { charged += cost }
+        }
+        unacknowledgedBytes -= bytes
+        release(charged)
+        return bytes
+    }
+
+    /// The tail's frames from the `written`th on, in order.
+    private func unwrittenFrames() -> [ByteBuffer] {
+        tail[tail.index(tail.startIndex, offsetBy: written)...].map(\.frame)
     }
 
     /// Frames to write on the current connection, in order.
@@ -212,7 +259,7 @@ struct PeerSession<Waiter> {
         let from = startsConnection ? acknowledged + UInt64(written) + 1 : nil
         startsConnection = false
         guard written < tail.count else { return Writes(from: from, frames: []) }
-        let frames = Array(tail[tail.index(tail.startIndex, offsetBy: written)...])
+        let frames = unwrittenFrames()
         written = tail.count
         highestWritten = max(highestWritten, acknowledged + UInt64(written))
         return Writes(from: from, frames: frames)
@@ -231,7 +278,7 @@ struct PeerSession<Waiter> {
         case .resuming:
             guard written < tail.count else { return Writes(from: nil, frames: []) }
             let from = written == 0 ? acknowledged + 1 : nil
-            let frames = Array(tail[tail.index(tail.startIndex, offsetBy: written)...])
+            let frames = unwrittenFrames()
             written = tail.count
             highestWritten = max(highestWritten, acknowledged + UInt64(written))
             startsConnection = false
@@ -275,14 +322,11 @@ struct PeerSession<Waiter> {
     /// before they were written on the current connection (the peer got them on one that is
     /// closing) are not written there.
     private mutating func drop(through count: UInt64) -> Int {
-        var freed = 0
-        while acknowledged < count, let frame = tail.popFirst() {
-            freed += cost(of: frame)
-            acknowledged += 1
-            if written > 0 { written -= 1 }
-        }
-        unacknowledgedBytes -= freed
-        return freed
+        guard count > acknowledged else { return 0 }
+        let dropped = Int(min(count - acknowledged, UInt64(tail.count)))
+        acknowledged += UInt64(dropped)
+        written = max(0, written - dropped)
+        return popFirst(dropped)
     }
 
     /// What ``wait(_:)`` decided.
@@ -430,11 +474,7 @@ struct PeerSession<Waiter> {
     /// that made room, the waiters to resume.
     private mutating func restartWithNewPeerEpoch() -> (frames: Int, bytes: Int, waiters: [Waiter]) {
         let doubtful = Int(min(UInt64(tail.count), highestWritten > acknowledged ? highestWritten - acknowledged : 0))
-        var bytes = 0
-        for _ in 0..<doubtful {
-            if let frame = tail.popFirst() { bytes += cost(of: frame) }
-        }
-        unacknowledgedBytes -= bytes
+        let bytes = popFirst(doubtful)
         sent = UInt64(tail.count)
         acknowledged = 0
         highestWritten = 0
@@ -494,6 +534,7 @@ struct PeerSession<Waiter> {
         tail.removeAll()
         written = 0
         unacknowledgedBytes = 0
+        release(chargedBytes)
         defer { waiters = [] }
         return waiters
     }

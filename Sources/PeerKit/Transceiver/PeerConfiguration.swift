@@ -90,7 +90,8 @@ public struct PeerConfiguration: Sendable {
     /// peer is suspended. Defaults to 8 MiB: a few seconds of a busy stream (10,000 messages of
     /// 400 bytes fit twice), and a quarter of ``maximumQueuedOutboundBytes``, with which it shares
     /// its frames (no copy); a lower ``maximumQueuedOutboundBytes`` lowers it too. Like that
-    /// limit, it counts each frame's bytes and 256 more. At the bound, `send(_:to:)` and requests wait for acknowledgements
+    /// limit, it counts each frame's bytes and 256 more; what is made for the peer alone also
+    /// counts against ``maximumTotalQueuedOutboundBytes`` until acknowledged. At the bound, `send(_:to:)` and requests wait for acknowledgements
     /// (at most ``slowPeerGracePeriod``, then the peer is disconnected as too slow); while the peer
     /// is suspended, or for a `broadcast` or a reply, which cannot wait, the peer is disconnected
     /// and the call throws ``PeerKitError/sessionBufferFull(peer:unacknowledgedBytes:limit:)``.
@@ -111,11 +112,14 @@ public struct PeerConfiguration: Sendable {
     /// each peer's ``maximumQueuedOutboundBytes``. Defaults to 128 MiB (four peers at their limit).
     /// Like that limit, it counts each queued frame's bytes and 256 more for what the frame costs
     /// in memory beyond them. It counts what is made for one peer alone (replies, `send(_:to:)`,
-    /// requests); a `broadcast` is one buffer shared by every peer's queue, bounded by one peer's
+    /// requests), for as long as it is held: until it is written or, with a resumable session
+    /// (``resumesSessions``), until the peer acknowledges it, since the session keeps it for a
+    /// resend. A `broadcast` is one buffer shared by every peer's queue, bounded by one peer's
     /// limit, and does not count. While the queues together hold this much:
-    /// - a peer's handlers run only while nothing counted waits to be sent to it, so peers that do
-    ///   not read their replies cannot make more of them (the others' requests are still answered,
-    ///   one at a time as their replies leave);
+    /// - a peer's handlers run only while nothing counted waits to be sent to it or to be
+    ///   acknowledged by it, so peers that do not read (or acknowledge) their replies cannot make
+    ///   more of them (the others' requests are still answered, one at a time as their replies
+    ///   leave or are acknowledged);
     /// - a peer that holds 1 MiB or more of it all through ``slowPeerGracePeriod`` is disconnected
     ///   as too slow, so that peers which never read cannot keep the budget spent.
     ///

@@ -146,6 +146,67 @@ struct HeartbeatTests {
         await network.shutdown()
     }
 
+    @Test("replies a peer reads and never acknowledges are charged to the budget while its session keeps them: the process holds at most the budget plus one reply per peer, others are still answered, and the peer is disconnected as too slow")
+    func unacknowledgedRepliesSpendTheBudget() async throws {
+        let network = TestNetwork()
+        let budget = 1 << 20
+        let alice = try await network.startTransceiver(named: "alice") {
+            $0.maximumTotalQueuedOutboundBytes = budget
+            $0.slowPeerGracePeriod = .seconds(1)
+            $0.resumesSessions = true
+        }
+        let chunk = Chunk(bytes: String(repeating: "x", count: 64 * 1024))
+        alice.respond(to: SessionQuestion.self) { _, _ in chunk }
+        let bob = try await network.startTransceiver(named: "bob") { $0.resumesSessions = true }
+        let carol = try await network.startTransceiver(named: "carol") { $0.resumesSessions = true }
+        try await network.waitUntilConnected(alice, bob)
+        try await network.waitUntilConnected(alice, carol)
+        let manager = try #require(alice.session?.manager)
+        let events = EventRecorder(alice, on: network)
+
+        // Bob reads every reply and acknowledges none: alice's session keeps them all for a resend.
+        network.dropFrames(from: bob, to: alice) { $0.type == "peerkit.ack" }
+        let toAlice = try #require(bob.connectedPeers.first { $0.name == "alice" })
+        let asking = Task {
+            await withTaskGroup { group in
+                for n in 0..<64 {
+                    group.addTask { _ = try? await bob.request(SessionQuestion(n: n), to: toAlice, expecting: Chunk.self, timeout: .seconds(60)) }
+                }
+            }
+        }
+        try await network.eventually("bob's unacknowledged replies spend alice's budget") { manager.outboundBudget.isSpent }
+        // At most the budget plus one reply per peer, at every sample.
+        let bound = budget + 2 * (70 * 1024 + PeerConnection.perFrameOverhead)
+        var peak = 0
+        for _ in 0..<20 {
+            peak = max(peak, manager.outboundBudget.total)
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(peak <= bound, "alice held \(peak) bytes charged to a \(budget)-byte budget")
+
+        // Carol, who acknowledges, is still answered while bob holds the budget.
+        let toAliceFromCarol = try #require(carol.connectedPeers.first { $0.name == "alice" })
+        let answer = try await carol.request(SessionQuestion(n: 1), to: toAliceFromCarol, expecting: Chunk.self, timeout: .seconds(60))
+        #expect(answer.bytes.count == chunk.bytes.count)
+
+        // Past the 1 s grace period, before the 2.5 s peer timeout: bob is disconnected as too slow.
+        await network.advance(by: .milliseconds(1750))
+        let event = try await events.waitFor("bob disconnected as too slow") {
+            if case let .peerDisconnected(peer, _) = $0 { peer.name == "bob" } else { false }
+        }
+        guard case let .peerDisconnected(_, reason?) = event, reason.code == .peerTooSlow else {
+            Issue.record("expected peerTooSlow, got \(event)")
+            return
+        }
+        // His session ended with the connection, and gave its share back.
+        network.clearFaults()
+        await network.advance(by: .milliseconds(100))
+        try await network.eventually("the budget is given back") { manager.outboundBudget.total < budget / 2 }
+        asking.cancel()
+        await network.shutdown()
+        #expect(manager.outboundBudget.total == 0, "after the stop, nothing is left charged: \(manager.outboundBudget.total) bytes")
+    }
+
     @Test("a send to a peer that does not read waits for the grace period, then throws peerTooSlow and the peer is disconnected")
     func slowReaderOfSends() async throws {
         let network = TestNetwork()

@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 @testable import PeerKit
 
@@ -19,5 +20,46 @@ struct OutboundBudgetTests {
         #expect(budget.removed(200) == false, "still over the limit")
         #expect(budget.removed(300) == true)
         #expect(budget.total == 899)
+    }
+
+    @Test("a session's share adds to the budget and takes off it; it wakes the held-back peers when the budget falls below its limit or the share empties under a spent budget, and gives back what it still holds when released")
+    func share() {
+        let budget = OutboundBudget(limit: 1000)
+        let wakes = Atomic<Int>(0)
+        let other = OutboundBudget.Share(budget: budget)
+        do {
+            let share = OutboundBudget.Share(budget: budget) { wakes.add(1, ordering: .relaxed) }
+            share.added(600)
+            other.added(300)
+            #expect(share.bytes == 600 && budget.total == 900)
+            share.removed(100)
+            #expect(wakes.load(ordering: .relaxed) == 0, "the budget was not spent")
+            share.added(300)
+            #expect(budget.isSpent)
+            share.removed(200)
+            #expect(wakes.load(ordering: .relaxed) == 1, "below the limit again")
+            share.added(200)
+            #expect(budget.total == 1100 && share.bytes == 800)
+            share.removed(50)
+            #expect(wakes.load(ordering: .relaxed) == 1, "still spent, and the share holds more")
+            #expect(budget.total == 1050)
+        }
+        #expect(budget.total == 300, "released with 750 held: given back")
+        #expect(wakes.load(ordering: .relaxed) == 2, "which took the budget below its limit")
+        other.removed(300)
+        #expect(budget.total == 0)
+    }
+
+    @Test("a share emptied while another peer keeps the budget spent wakes the held-back peers: this one may run its handlers again")
+    func shareEmptiedUnderSpentBudget() {
+        let budget = OutboundBudget(limit: 1000)
+        let wakes = Atomic<Int>(0)
+        let hog = OutboundBudget.Share(budget: budget)
+        let share = OutboundBudget.Share(budget: budget) { wakes.add(1, ordering: .relaxed) }
+        hog.added(1200)
+        share.added(100)
+        share.removed(100)
+        #expect(budget.isSpent && wakes.load(ordering: .relaxed) == 1)
+        hog.removed(1200)
     }
 }

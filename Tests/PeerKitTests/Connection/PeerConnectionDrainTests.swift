@@ -126,25 +126,42 @@ struct PeerConnectionDrainTests {
         #expect(budget.total == 0, "dropped with its connection: off the budget")
     }
 
-    @Test("a broadcast's frame, one buffer in every peer's outbox, counts against the peer's limit but is not charged to the budget")
-    func sharedFramesAreNotCharged() throws {
+    @Test("a broadcast's frame (one buffer in every peer's outbox) and a session's frames (charged by the session that keeps them) count against the peer's limit, and the outbox charges neither to the budget")
+    func sharedAndSessionFramesAreNotChargedByTheOutbox() throws {
         let budget = OutboundBudget(limit: 1 << 20)
         let (channel, loop, connection) = try embeddedConnection(budget: budget)
         let frame = ByteBuffer(repeating: 0x61, count: 100)
         let cost = PeerConnection.queuedCost(of: frame)
         channel.isWritable = false
         #expect(connection.enqueue(frame, below: nil, shared: true) == .queued)
-        // A session's writes: an earlier frame made for this peer, then the broadcast's.
-        let appended = connection.appendInOrder([frame, frame], lastShared: true)
+        let appended = connection.appendInOrder([frame, frame])
         connection.finishAppend(appended)
-        #expect(appended.bytes == 2 * cost && appended.charged == cost)
+        #expect(appended.bytes == 2 * cost && appended.charged == 0)
         #expect(connection.queuedOutboundBytes == 3 * cost, "the peer's own limit counts every frame")
-        #expect(connection.chargedOutboundBytes == cost && budget.total == cost, "only the frame made for this peer alone is charged")
+        #expect(connection.chargedOutboundBytes == 0 && budget.total == 0, "nothing is charged by the outbox")
+        #expect(connection.enqueue(frame, below: nil) == .queued)
+        #expect(connection.chargedOutboundBytes == cost && budget.total == cost, "a frame made for this peer alone, kept by no session, is")
 
         channel.isWritable = true
         connection.writabilityChanged(isWritable: true)
         loop.run()
         #expect(connection.queuedOutboundBytes == 0 && connection.chargedOutboundBytes == 0 && budget.total == 0)
+    }
+
+    @Test("what the peer holds of the budget through its connection counts the session's share, written or not")
+    func heldOfTheBudgetCountsTheSessionsShare() throws {
+        let budget = OutboundBudget(limit: 1 << 20)
+        let (channel, _, connection) = try embeddedConnection(budget: budget)
+        let share = OutboundBudget.Share(budget: budget)
+        channel.isWritable = false
+        #expect(connection.enqueue(ByteBuffer(repeating: 0x61, count: 100), below: nil) == .queued)
+        let outbox = 100 + PeerConnection.perFrameOverhead
+        #expect(connection.heldOfOutboundBudget == outbox)
+        share.added(5000)
+        #expect(connection.heldOfOutboundBudget == outbox, "the share counts once the connection carries the session")
+        connection.setSessionShare(share)
+        #expect(connection.heldOfOutboundBudget == outbox + 5000)
+        #expect(budget.total == outbox + 5000)
     }
 
     @Test("while the transceiver's budget is spent, a connection whose outbox empties says so (its peer's handlers may run), and so does the budget once it has room")

@@ -133,6 +133,51 @@ struct PeerSessionTests {
         #expect(session.unacknowledgedBytes == 2 * 266)
     }
 
+    @Test("the tail charges the frames made for this peer alone to the transceiver's budget until they are acknowledged, not a broadcast's, and gives back the rest when the session ends")
+    func budgetShare() {
+        let budget = OutboundBudget(limit: 1 << 20)
+        var session = Session(limits: .init(maximumUnacknowledgedBytes: 10_000, perFrameOverhead: 256), remoteIncarnation: "b1", fingerprint: nil,
+                              share: OutboundBudget.Share(budget: budget))
+        #expect(session.record(frame("0123456789"), charged: true) == .kept(sequence: 1))
+        #expect(session.record(frame("broadcast!"), charged: false) == .kept(sequence: 2))
+        #expect(session.record(frame("0123456789")) == .kept(sequence: 3))
+        #expect(session.unacknowledgedBytes == 3 * 266, "the bound counts every frame")
+        #expect(session.chargedBytes == 2 * 266 && budget.total == 2 * 266, "the budget only the two made for this peer")
+        _ = session.connected()
+        _ = session.peerResumed(received: 0)
+        #expect(session.takeUnwritten().frames.count == 3)
+        #expect(budget.total == 2 * 266, "written and not acknowledged: still held, still charged")
+        _ = session.acknowledged(through: 2)
+        #expect(session.chargedBytes == 266 && budget.total == 266)
+        _ = session.end(.notRunning)
+        #expect(session.chargedBytes == 0 && budget.total == 0)
+    }
+
+    @Test("a restart that drops the frames written to a peer that ended its side gives back their charge; a session discarded without ending gives back the rest")
+    func budgetShareOnRestartAndRelease() {
+        let budget = OutboundBudget(limit: 1 << 20)
+        do {
+            var session = Session(limits: .init(maximumUnacknowledgedBytes: 10_000), remoteIncarnation: "b1", fingerprint: nil,
+                                  share: OutboundBudget.Share(budget: budget))
+            _ = session.connected()
+            _ = session.peerResumed(SessionFrame.Resume(received: 0, epoch: "p1", peerEpoch: session.epoch))
+            #expect(session.record(frame("aaaa")) == .kept(sequence: 1))
+            #expect(session.record(frame("bb"), charged: false) == .kept(sequence: 2))
+            #expect(session.takeUnwritten().frames.count == 2)
+            _ = session.suspend()
+            #expect(session.record(frame("cccccc")) == .kept(sequence: 3), "kept while suspended, never written")
+            #expect(budget.total == 10)
+            _ = session.connected()
+            // The peer ended its side: what was written to it is dropped, what never was goes on.
+            guard case .restarted(_, 2, 6, _) = session.peerResumed(SessionFrame.Resume(received: 0, epoch: "p2")) else {
+                Issue.record("not restarted as expected")
+                return
+            }
+            #expect(session.chargedBytes == 6 && budget.total == 6, "the unwritten frame stays charged")
+        }
+        #expect(budget.total == 0, "the session was discarded with a frame in its tail: its share gave it back")
+    }
+
     @Test("acknowledgements go after a number of bytes or once per timer, never one per message")
     func acknowledgementPolicy() {
         var session = activeSession(limit: 1000, ackAfter: 100)
