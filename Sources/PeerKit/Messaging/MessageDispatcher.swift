@@ -165,8 +165,10 @@ final class MessageDispatcher: InboundMessageSink {
         /// ``Queue/turnsGiven`` when the round was taken: while it is unchanged, no other peer
         /// got a turn since, and a one-peer batch goes on.
         var turnsGiven: Int
+        /// Set only on ``finished``: the dispatcher ends. An empty round is not the end.
+        var isFinished = false
 
-        static let finished = Round(messages: [], onePeer: false, turnsGiven: 0)
+        static let finished = Round(messages: [], onePeer: false, turnsGiven: 0, isFinished: true)
     }
 
     /// The most messages one turn takes from a peer while it alone has messages: a round costs
@@ -180,6 +182,7 @@ final class MessageDispatcher: InboundMessageSink {
     private let logger: Logger
     private let reportError: @Sendable (PeerKitError) -> Void
     private let queue = NIOLockedValueBox(Queue())
+    private let running = Atomic<Bool>(false)
     /// ``Queue/turnsGiven``, readable without the lock: ``run()`` checks it between the messages
     /// of a one-peer batch.
     private let turnsGiven = Atomic<Int>(0)
@@ -220,7 +223,8 @@ final class MessageDispatcher: InboundMessageSink {
             guard !queue.finished else { return (false, nil) }
             if queue.append(message) { turnsGiven.store(queue.turnsGiven, ordering: .releasing) }
             unfinished.add(1, ordering: .releasing)
-            guard let waiting = queue.waiting else { return (true, nil) }
+            // A parked peer's message gives it no turn: the dispatcher has nothing new to do.
+            guard let waiting = queue.waiting, !queue.isEmpty else { return (true, nil) }
             queue.waiting = nil
             return (true, (waiting, queue.takeRound()))
         }
@@ -242,11 +246,19 @@ final class MessageDispatcher: InboundMessageSink {
         waiting?.resume(returning: .finished)
     }
 
+    /// Whether ``run()`` waits for a message to handle (a diagnostic for tests).
+    var isWaitingForWork: Bool { queue.withLockedValue { $0.waiting != nil } }
+
+    /// Whether ``run()`` has not returned (a diagnostic for tests).
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
     /// Handles queued messages until ``finish()``.
     func run() async {
+        running.store(true, ordering: .releasing)
+        defer { running.store(false, ordering: .releasing) }
         while true {
             let round = await nextRound()
-            if round.messages.isEmpty { return }
+            if round.isFinished { return }
             let outbound = outboundBox.withLockedValue { $0 }
             var turnsSeen = round.turnsGiven
             var index = round.messages.startIndex

@@ -107,6 +107,36 @@ struct MessageDispatcherTests {
         #expect(handled.withLockedValue { $0 } == Array(0..<20))
     }
 
+    @Test("a parked peer's next message, arriving while the dispatcher waits for work, does not end the dispatcher: another peer's message is still handled")
+    func parkedPeersMessageWhileWaiting() async {
+        let registry = MessageRegistry()
+        let handled = NIOLockedValueBox<[String]>([])
+        let (refused, refusal) = AsyncStream.makeStream(of: Void.self)
+        let outbox = TestOutbox(refusal: refusal)
+        outbox.fullPeers.withLockedValue { $0 = ["A"] }
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)), logger: Logger(label: "test")) { _ in }
+        dispatcher.setOutbound(outbox)
+        registry.register("Request", .init { envelope, sender in
+            handled.withLockedValue { $0.append("\(sender.name):\(String(buffer: envelope.payload))") }
+            return nil
+        })
+        let a = Peer(id: "A", name: "a", isConnected: true), b = Peer(id: "B", name: "b", isConnected: true)
+        let attacker = connection(), asker = connection()
+        dispatcher.enqueue(envelope("Request", 0), from: a, on: attacker)
+        let run = Task { await dispatcher.run() }
+        // A's outbox is full: its message waits, A is parked, and the dispatcher waits for work.
+        for await _ in refused { break }
+        while !dispatcher.isWaitingForWork { await Task.yield() }
+        // A's next message gives A no turn (it is parked): it must not wake the dispatcher with
+        // an empty round, which ended it (and every later message waited for good).
+        dispatcher.enqueue(envelope("Request", 1), from: a, on: attacker)
+        dispatcher.enqueue(envelope("Request", 0), from: b, on: asker)
+        while handled.withLockedValue({ $0.isEmpty }), dispatcher.isRunning { await Task.yield() }
+        dispatcher.finish()
+        await run.value
+        #expect(handled.withLockedValue { $0 } == [#"b:{"n":0}"#])
+    }
+
     @Test("each handled message is credited back to its connection, which resumes reading")
     func credit() async {
         let registry = MessageRegistry()
@@ -196,9 +226,11 @@ struct PendingRequestsTests {
     }
 }
 
-/// An outbox that is full while ``full`` says so, and tells `refusal` each time it says so.
+/// An outbox that is full while ``full`` says so (or for ``fullPeers``), and tells `refusal` each time it says so.
 private final class TestOutbox: PeerOutbound {
     let full = NIOLockedValueBox(false)
+    /// Peers whose outbox is full whatever ``full`` says.
+    let fullPeers = NIOLockedValueBox<Set<String>>([])
     private let refusal: AsyncStream<Void>.Continuation
 
     init(refusal: AsyncStream<Void>.Continuation) {
@@ -206,7 +238,7 @@ private final class TestOutbox: PeerOutbound {
     }
 
     func outboxState(of peerID: String) -> OutboxState {
-        guard full.withLockedValue({ $0 }) else { return .room }
+        guard full.withLockedValue({ $0 }) || fullPeers.withLockedValue({ $0.contains(peerID) }) else { return .room }
         refusal.yield()
         return .full
     }
