@@ -7,9 +7,12 @@ import NIOConcurrencyHelpers
 /// Each connection's limit bounds one peer; this bounds them all, whatever the number of
 /// connections: a message counts from its frame's arrival to the end of its handler (or until it
 /// is dropped). Over the budget, the connection whose message went over stops reading; every
-/// connection paused so resumes once the total is down to half the budget. So an attacker who
-/// opens many connections, each within its own limit, makes the process hold at most this much
-/// (plus one frame per connection, read before the pause took effect).
+/// connection paused so resumes once the total is down to half the budget. A message that is the
+/// only one its connection has waiting never pauses it: peers that hold the budget (their
+/// handlers held back, say, because they do not read their answers) cannot lock out a peer that
+/// sends one request and waits for its answer. So an attacker who opens many connections, each
+/// within its own limit, makes the process hold at most this much plus one message per
+/// connection (with a frame read before the pause took effect), and is paused itself.
 final class InboundBudget: Sendable {
     /// The budget in bytes.
     let limit: Int
@@ -29,12 +32,14 @@ final class InboundBudget: Sendable {
     /// Bytes accepted and not yet handled, over all connections.
     var total: Int { state.withLockedValue { $0.total } }
 
-    /// `connection` accepted a message of `cost` bytes. Returns true when the budget is now
-    /// spent: `connection` must stop reading, and is resumed by ``handled(_:)``.
-    func accepted(_ cost: Int, by connection: PeerConnection) -> Bool {
+    /// `connection` accepted a message of `cost` bytes, `alone` when nothing else of it waits.
+    /// Returns true when the budget is now spent and the message is not alone: `connection` must
+    /// stop reading, and is resumed by ``handled(_:)``. A connection's only message does not
+    /// pause it, so that the budget held by others never stops a peer that waits for each answer.
+    func accepted(_ cost: Int, by connection: PeerConnection, alone: Bool = false) -> Bool {
         state.withLockedValue { state in
             state.total += cost
-            guard state.total > limit else { return false }
+            guard state.total > limit, !alone else { return false }
             state.paused[ObjectIdentifier(connection)] = connection
             return true
         }

@@ -37,6 +37,12 @@ final class OutboundBudget: Sendable {
     /// Whether the budget is spent: the connections together hold `limit` or more.
     var isSpent: Bool { total >= limit }
 
+    /// Whether the budget is spent or within a frame or so of it (a sixteenth of it, at most
+    /// ``PeerConnection/outboxHighWatermark``): what the heartbeats judge peers by. Held at its
+    /// limit, the total dips below it each time a frame is written and rises again as the next
+    /// is made; a heartbeat that fell into such a dip would start a peer's grace period again.
+    var isNearlySpent: Bool { total >= limit - min(limit / 16, PeerConnection.outboxHighWatermark) }
+
     /// A connection queued `cost` more.
     func added(_ cost: Int) {
         queued.wrappingAdd(cost, ordering: .relaxed)

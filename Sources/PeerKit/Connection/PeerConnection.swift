@@ -294,7 +294,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// metrics: for a caller that decides the order of frames under a lock of its own (a
     /// session's numbering, which the wire order must follow) and so appends under it. It calls
     /// ``finishAppend(_:)`` once its lock is released. This connection's lock is a leaf (nothing
-    /// is called while it is held), so taking it under another cannot deadlock. Appends nothing
+    /// is called while it is held but the ``InboundBudget``'s lock, itself a leaf), so taking it
+    /// under another cannot deadlock. Appends nothing
     /// once the connection is closing or closed; unlike ``enqueue(_:below:shared:)`` there is no mark:
     /// the caller bounds what it keeps (a session, by ``PeerConfiguration/maximumUnacknowledgedBytes``).
     /// The frames are not charged to the transceiver's budget here: the session that keeps them
@@ -572,10 +573,13 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     /// A message of `cost` bytes went to the dispatcher. Returns true when the backlog is now
     /// over the limit (this connection's, or the transceiver's ``InboundBudget``) and reading
-    /// must pause.
+    /// must pause. A message that is the only one of this connection's waiting never pauses it
+    /// for the budget (``InboundBudget/accepted(_:by:alone:)``): a peer that waits for each
+    /// answer keeps being read while others hold the budget.
     func inboundAccepted(_ cost: Int) -> Bool {
-        let overBudget = inboundBudget?.accepted(cost, by: self) ?? false
-        return state.withLockedValue { state in
+        state.withLockedValue { state in
+            // The budget's lock is a leaf: taking it under this one cannot deadlock.
+            let overBudget = inboundBudget?.accepted(cost, by: self, alone: state.inboundBytes == 0) ?? false
             state.inboundBytes += cost
             if state.inboundBytes > maximumQueuedInboundBytes || overBudget {
                 state.readingPaused = true

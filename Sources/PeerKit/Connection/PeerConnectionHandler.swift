@@ -100,7 +100,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             queuedOutboundBytes: connection.queuedOutboundBytes,
             readingPaused: connection.isReadingPaused,
             stalledFor: late > interval ? late : .zero,
-            heldOfSpentBudget: connection.outboundBudget?.isSpent == true ? connection.heldOfOutboundBudget : 0
+            heldOfSpentBudget: connection.outboundBudget?.isNearlySpent == true ? connection.heldOfOutboundBudget : 0
         )
         let quiet = stateMachine.isQuiet(now: now)
         if quiet != reportedQuiet {

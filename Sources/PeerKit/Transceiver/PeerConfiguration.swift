@@ -103,9 +103,11 @@ public struct PeerConfiguration: Sendable {
     /// How many bytes of all peers' messages together may wait for their handlers. Defaults to
     /// 32 MiB (eight peers at their ``maximumQueuedInboundBytes``). A message counts from its
     /// frame's arrival to the end of its handler; over the budget, the connection that went over
-    /// stops reading, and every connection paused for it resumes once the total is down to half.
+    /// stops reading (unless that message is the only one it has waiting: peers holding the
+    /// budget cannot stop one that sends a request and waits for its answer), and every
+    /// connection paused for it resumes once the total is down to half.
     /// So many connections, each within its own limit, cannot together make the process hold
-    /// more than this (plus one frame per connection). Requests of a peer that disconnected are
+    /// more than this (plus one message per connection). Requests of a peer that disconnected are
     /// dropped unhandled and count no longer.
     public var maximumTotalQueuedInboundBytes: Int
     /// How many bytes may wait to be sent to all peers together: a bound, not a trigger, on top of

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import ListrKit
 import Testing
 #if canImport(Glibc)
@@ -44,7 +45,7 @@ struct ListrOutboundBoundAdversarialTests {
         let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
         stop.set()
         let requests = try await attack.value
-        print("never-reading requester: \(requests) dump requests written; listrd grew by \(peak - baseline) bytes at its peak; other client's slowest answer \(times.max() ?? 0) s of \(times.count)")
+        print("never-reading requester: \(requests) dump requests written; listrd grew by \(peak - baseline) bytes at its peak; other client's answers took \(times) s")
 
         #expect(requests > 100, "the attack did not get going: \(requests) requests written")
         #expect(peak - baseline <= Self.outboundLimit + Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.outboundLimit + Self.slack)")
@@ -80,7 +81,7 @@ struct ListrOutboundBoundAdversarialTests {
         let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
         stop.set()
         let pings = try await attack.value
-        print("never-reading pinger: \(pings) pings written; listrd grew by \(peak - baseline) bytes at its peak; other client's slowest answer \(times.max() ?? 0) s of \(times.count)")
+        print("never-reading pinger: \(pings) pings written; listrd grew by \(peak - baseline) bytes at its peak; other client's answers took \(times) s")
 
         #expect(pings >= enough, "the attack did not get going: \(pings) pings written")
         #expect(peak - baseline <= Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.slack)")
@@ -132,7 +133,7 @@ struct ListrOutboundBoundAdversarialTests {
             written = now
         }
         let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
-        print("six never-reading requesters: \(written) requests written; at most \(Int(mostQueued)) bytes queued; listrd grew by \(peak - baseline) bytes at its peak; other client's slowest answer \(times.max() ?? 0) s of \(times.count)")
+        print("six never-reading requesters: \(written) requests written; at most \(Int(mostQueued)) bytes queued; listrd grew by \(peak - baseline) bytes at its peak; other client's answers took \(times) s")
 
         // 128 MiB of replies, each counted as its bytes and 256 more, is over 300,000 of them.
         #expect(written > 300_000, "the attack did not get going: \(written) requests written")
@@ -151,6 +152,147 @@ struct ListrOutboundBoundAdversarialTests {
             stop.set()
             _ = try? await attack.value
         }
+    }
+
+    @Test("peers that offer a resumable session, read every error reply and acknowledge none grow listrd by at most the process-wide budget plus 64 MiB, though their sessions keep every reply for a resend, and another client is answered within 2 s")
+    func sessionsThatNeverAcknowledge() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "info", "--insecure"])
+        let baseline = try ProcStatus.bytes("VmRSS", pid: daemon.pid)
+        let serviceType = world.serviceType
+
+        // Each attacker's session keeps what was sent to it until it acknowledges, up to 8 MiB
+        // (PeerConfiguration.maximumUnacknowledgedBytes): twenty of them could keep 160 MiB, more
+        // than the 128 MiB budget, which counts what a session keeps. Their handlers stop once it
+        // is spent, or their own tail is full; their requests then wait unread.
+        var attackers: [SessionAttacker] = []
+        for attacker in 0..<20 {
+            attackers.append(try await SessionAttacker.start(port: port, serviceType: serviceType, name: "never acknowledges \(attacker)"))
+        }
+        defer { for attacker in attackers { attacker.socket.close() } }
+
+        // Another client, timed while the attack runs. Before, once the attackers were held
+        // back, its first request ended the dispatcher (a message of a held-back peer woke it
+        // with nothing to do, which it took for the end) and nothing was answered again.
+        let until = Date().addingTimeInterval(10)
+        let times = try await blocking { try ListrCrossConnectionAdversarialTests.timeAnswers(port: port, serviceType: serviceType, until: until) }
+        // Until the attack stalls (no more replies read for 2 s), for at most 20 s more.
+        var replies = attackers.reduce(0) { $0 + $1.read.value }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            try await Task.sleep(for: .seconds(2))
+            let now = attackers.reduce(0) { $0 + $1.read.value }
+            if now == replies { break }
+            replies = now
+        }
+        let peak = try ProcStatus.bytes("VmHWM", pid: daemon.pid)
+        let requests = attackers.reduce(0) { $0 + $1.written.value }
+        let disconnected = daemon.stderr.lines(containing: "(PeerConfiguration.maximumTotalQueuedOutboundBytes)").count
+        print("twenty peers that never acknowledge: \(requests) requests written, \(replies) replies read; listrd grew by \(peak - baseline) bytes at its peak; \(disconnected) disconnected for the budget; other client's answers took \(times) s")
+
+        // 8 MiB of error replies, each counted as its bytes and 256 more, is over 20,000.
+        #expect(replies > 100_000, "the attack did not get going: \(replies) replies read")
+        #expect(peak - baseline <= Self.totalOutboundBudget + 2 * Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.totalOutboundBudget + 2 * Self.slack)")
+        #expect(!times.isEmpty && times.allSatisfy { $0 < 2 }, "another client's answers took \(times)")
+        for attacker in attackers { await attacker.stop() }
+    }
+
+    /// A raw peer that offers a resumable session (feature `resume`), then writes requests of a
+    /// type listrd has no handler for, as session frames, as fast as listrd reads them. It reads
+    /// every frame listrd sends and answers its pings, but acknowledges nothing, so listrd's
+    /// session with it keeps every error reply for a resend.
+    struct SessionAttacker {
+        let socket: RawSocket
+        /// Requests written.
+        let written: Counter
+        /// Frames read.
+        let read: Counter
+        let stopping: Flag
+        let tasks: Task<Void, any Error>
+
+        static func start(port: Int, serviceType: String, name: String) async throws -> SessionAttacker {
+            let socket = try await blocking {
+                let socket = try RawSocket.connect(port: port)
+                let hello: [String: Any] = ["type": "peerkit.hello", "payload": [
+                    "protocol": 1, "peerID": UUID().uuidString, "name": name, "serviceType": serviceType,
+                    "features": ["resume"], "session": "attack-\(UInt64.random(in: 0 ... .max))",
+                ] as [String: Any]]
+                socket.write(RawSocket.frame(String(decoding: try JSONSerialization.data(withJSONObject: hello), as: UTF8.self)))
+                socket.write(RawSocket.frame(#"{"type":"peerkit.resume","payload":{"received":0}}"#))
+                socket.write(RawSocket.frame(#"{"type":"peerkit.resend","payload":{"from":1}}"#))
+                // listrd's hello: the handshake is over, and the next attacker does not count
+                // against the handshakes one address may have pending.
+                socket.setTimeout(seconds: 30)
+                guard let hello = socket.readFrame(), hello.contains(#""type":"peerkit.hello""#) else {
+                    socket.close()
+                    throw TestFailure("listrd did not complete the handshake of \(name).")
+                }
+                // Short, so that the reader and the writer see `stopping` soon.
+                socket.setTimeout(seconds: 0.2)
+                return socket
+            }
+            let written = Counter()
+            let read = Counter()
+            let stopping = Flag()
+            let pings = PingIDs()
+            let tasks = Task {
+                async let reading: Void = blocking { Self.readAll(socket, pings: pings, read: read, until: stopping) }
+                async let writing: Void = blocking {
+                    var batch: [UInt8] = []
+                    for index in 0..<100 { batch += RawSocket.frame(#"{"type":"NoSuchCommand","id":"r\#(index)","payload":{}}"#) }
+                    while !stopping.isSet {
+                        // Pongs go between whole batches, so that no frame is cut in two.
+                        for id in pings.take() {
+                            guard socket.write(RawSocket.frame(#"{"type":"peerkit.pong","replyTo":"\#(id)","payload":{}}"#), until: stopping) else { return }
+                        }
+                        guard socket.write(batch, until: stopping) else { return }
+                        written.add(100)
+                    }
+                }
+                _ = try await (reading, writing)
+            }
+            return SessionAttacker(socket: socket, written: written, read: read, stopping: stopping, tasks: tasks)
+        }
+
+        /// Reads frames until the connection ends or `stop` is set, noting each ping's id.
+        static func readAll(_ socket: RawSocket, pings: PingIDs, read: Counter, until stop: Flag) {
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while !stop.isSet {
+                let got = buffer.withUnsafeMutableBytes { recv(socket.descriptor, $0.baseAddress!, $0.count, 0) }
+                if got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) { continue }
+                if got <= 0 { return }
+                pending += buffer[0..<got]
+                var start = 0
+                var frames = 0
+                while pending.count - start >= 4 {
+                    let length = pending[start..<start + 4].reduce(0) { $0 << 8 | Int($1) }
+                    guard pending.count - start - 4 >= length else { break }
+                    let body = pending[start + 4..<start + 4 + length]
+                    // A ping is small; a reply may be any size, and is not looked into.
+                    if length < 200, String(decoding: body, as: UTF8.self).contains(#""type":"peerkit.ping""#),
+                       let id = RawSocket.value(of: "id", in: String(decoding: body, as: UTF8.self)) {
+                        pings.add(id)
+                    }
+                    start += 4 + length
+                    frames += 1
+                }
+                pending.removeFirst(start)
+                read.add(frames)
+            }
+        }
+
+        func stop() async {
+            stopping.set()
+            _ = try? await tasks.value
+        }
+    }
+
+    /// The ids of the pings read and not answered yet: the reader adds, the writer takes.
+    final class PingIDs: Sendable {
+        private let ids = Mutex<[String]>([])
+        func add(_ id: String) { ids.withLock { $0.append(id) } }
+        func take() -> [String] { ids.withLock { ids in defer { ids = [] }; return ids } }
     }
 
     /// A raw peer on `port` that says hello, then writes the frames `frame(0)`, `frame(1)`, …,

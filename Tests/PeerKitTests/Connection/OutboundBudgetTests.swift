@@ -22,6 +22,20 @@ struct OutboundBudgetTests {
         #expect(budget.total == 899)
     }
 
+    @Test("the heartbeats judge peers while the budget is spent or within a sixteenth of it, at most a megabyte: a dip of a frame does not count as room")
+    func nearlySpent() {
+        let small = OutboundBudget(limit: 1600)
+        small.added(1499)
+        #expect(!small.isNearlySpent)
+        small.added(1)
+        #expect(small.isNearlySpent && !small.isSpent, "1500 of 1600: within a sixteenth")
+        let large = OutboundBudget(limit: 128 << 20)
+        large.added((127 << 20) - 1)
+        #expect(!large.isNearlySpent)
+        large.added(1)
+        #expect(large.isNearlySpent, "within a megabyte of 128 MiB")
+    }
+
     @Test("a session's share adds to the budget and takes off it; it wakes the held-back peers when the budget falls below its limit or the share empties under a spent budget, and gives back what it still holds when released")
     func share() {
         let budget = OutboundBudget(limit: 1000)
