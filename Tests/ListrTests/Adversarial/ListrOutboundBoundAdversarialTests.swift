@@ -190,7 +190,9 @@ struct ListrOutboundBoundAdversarialTests {
         let disconnected = daemon.stderr.lines(containing: "(PeerConfiguration.maximumTotalQueuedOutboundBytes)").count
         print("twenty peers that never acknowledge: \(requests) requests written, \(replies) replies read; listrd grew by \(peak - baseline) bytes at its peak; \(disconnected) disconnected for the budget; other client's answers took \(times) s")
 
-        // 8 MiB of error replies, each counted as its bytes and 256 more, is over 20,000.
+        // Twenty tails of 8 MiB of error replies, each counted as its bytes and 256 more, would
+        // hold over 400,000 of them. The attack stalls before (the held-back attackers' requests
+        // hold the inbound budget, and the other attackers stay paused), but well past 100,000.
         #expect(replies > 100_000, "the attack did not get going: \(replies) replies read")
         #expect(peak - baseline <= Self.totalOutboundBudget + 2 * Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.totalOutboundBudget + 2 * Self.slack)")
         #expect(!times.isEmpty && times.allSatisfy { $0 < 2 }, "another client's answers took \(times)")
