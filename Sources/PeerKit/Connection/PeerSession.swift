@@ -122,8 +122,6 @@ struct PeerSession<Waiter> {
     private var tail = CircularBuffer<(frame: ByteBuffer, charged: Bool)>()
     /// What they count against the bound: their bytes and the per-frame overhead.
     private(set) var unacknowledgedBytes = 0
-    /// What of that is charged to the budget (the frames made for this peer alone), also in ``share``.
-    private(set) var chargedBytes = 0
     /// How many of the tail's first frames were handed to the current connection.
     private var written = 0
     /// The highest number ever handed to a connection: frames after it were never written anywhere.
@@ -151,6 +149,10 @@ struct PeerSession<Waiter> {
 
     /// How many frames wait unacknowledged.
     var unacknowledgedCount: Int { tail.count }
+
+    /// What of ``unacknowledgedBytes`` is charged to the budget (the frames made for this peer
+    /// alone): ``share``'s count, 0 without one.
+    var chargedBytes: Int { share?.bytes ?? 0 }
 
     /// How many senders wait for room.
     var waiterCount: Int { waiters.count }
@@ -204,20 +206,8 @@ struct PeerSession<Waiter> {
         tail.append((frame, charged))
         let cost = cost(of: frame)
         unacknowledgedBytes += cost
-        if charged { charge(cost) }
+        if charged { share?.added(cost) }
         return .kept(sequence: sent)
-    }
-
-    /// The tail keeps `cost` more charged to the budget.
-    private mutating func charge(_ cost: Int) {
-        chargedBytes += cost
-        share?.added(cost)
-    }
-
-    /// The tail let go of `cost` of what was charged to the budget.
-    private mutating func release(_ cost: Int) {
-        chargedBytes -= cost
-        share?.removed(cost)
     }
 
     /// Takes `count` frames off the tail's head; returns what they counted against the bound, and
@@ -232,7 +222,7 @@ struct PeerSession<Waiter> {
             if isCharged { charged += cost }
         }
         unacknowledgedBytes -= bytes
-        release(charged)
+        share?.removed(charged)
         return bytes
     }
 
@@ -534,7 +524,7 @@ struct PeerSession<Waiter> {
         tail.removeAll()
         written = 0
         unacknowledgedBytes = 0
-        release(chargedBytes)
+        share?.removed(chargedBytes)
         defer { waiters = [] }
         return waiters
     }
