@@ -9,7 +9,8 @@ and one pinned request/reply (echo + ping, 20,000 round trips, both under `tasks
 counts the user + system CPU of both processes together (getrusage of the reaped children), divided
 by the messages or round trips: start-up included, a percent or two. Alternating the builds spreads
 the machine's moods over all of them. Prints one line per measurement and the median per build.
-Uses only options every peerkit-bench since round 1 (08d979d) has.
+Uses only options every peerkit-bench since round 1 (08d979d) has, but for `--sessions`: both
+sides of every pair then offer resumable sessions, the library's default since round 3 (a8ac075).
 """
 
 import argparse
@@ -30,25 +31,27 @@ def cpu_of(run):
     return result, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def throughput(binary):
-    return pair([binary, "sink", "--receivers", "1", "--ack-every", "10000", "--service-type", "bcpu", "--timeout", "120"],
+def throughput(binary, extra):
+    return pair([binary, "sink", "--receivers", "1", "--ack-every", "10000", "--service-type", "bcpu", "--timeout", "120"] + extra,
                 [binary, "source", "--connect", "{ports}", "--size", "100", "--count", str(MESSAGES), "--window", "20000",
-                 "--api", "broadcast", "--service-type", "bcpu", "--timeout", "120"],
+                 "--api", "broadcast", "--service-type", "bcpu", "--timeout", "120"] + extra,
                 result_from="server", timeout=120)
 
 
-def round_trips(binary):
-    return pair(pinned([binary, "echo", "--service-type", "bcpu", "--timeout", "120"], True),
+def round_trips(binary, extra):
+    return pair(pinned([binary, "echo", "--service-type", "bcpu", "--timeout", "120"] + extra, True),
                 pinned([binary, "ping", "--connect", "127.0.0.1:{port}", "--size", "100", "--count", str(ROUND_TRIPS),
-                        "--service-type", "bcpu", "--timeout", "120"], True), timeout=120)
+                        "--service-type", "bcpu", "--timeout", "120"] + extra, True), timeout=120)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sessions", action="store_true", help="both sides offer resumable sessions (the library's default)")
     parser.add_argument("builds", nargs="+", help="LABEL=path to a release peerkit-bench")
     args = parser.parse_args()
     builds = [build.split("=", 1) for build in args.builds]
+    extra = ["--sessions"] if args.sessions else []
     if any(len(build) != 2 for build in builds):
         sys.exit("cpu-cost: name each build as LABEL=PATH, e.g. round1=/tmp/pkb-08d979d")
     samples = {label: {"tput": [], "tputCPU": [], "rtt": [], "rttCPU": []} for label, _ in builds}
@@ -56,7 +59,7 @@ def main():
         for label, binary in builds:
             s = samples[label]
             try:
-                result, cpu = cpu_of(lambda: throughput(binary))
+                result, cpu = cpu_of(lambda: throughput(binary, extra))
                 s["tput"].append(result["msgsPerSec"])
                 s["tputCPU"].append(cpu / MESSAGES * 1e6)
                 print(f"round {round_number + 1} {label}: 100 B {s['tput'][-1]:,.0f} msgs/s, "
@@ -64,7 +67,7 @@ def main():
             except FAILURES as error:
                 print(f"round {round_number + 1} {label}: 100 B failed: {error}", flush=True)
             try:
-                result, cpu = cpu_of(lambda: round_trips(binary))
+                result, cpu = cpu_of(lambda: round_trips(binary, extra))
                 s["rtt"].append(result["p50us"])
                 s["rttCPU"].append(cpu / ROUND_TRIPS * 1e6)
                 print(f"round {round_number + 1} {label}: request/reply pinned p50 {s['rtt'][-1]:.1f} µs, "

@@ -1387,51 +1387,125 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if let renamed { logger.info("\(renamed) is now called \"\(LogSafe.text(remote.name))\".") }
     }
 
-    func connection(_ connection: PeerConnection, received envelope: Envelope) {
+    func connection(_ connection: PeerConnection, received envelopes: [Envelope]) {
         guard let peer = connection.peer else {
-            connection.inboundDropped(envelope)
+            for envelope in envelopes { connection.inboundDropped(envelope) }
             return
         }
-        guard !configuration.admission.hold(envelope, on: connection) else { return }
-        if configuration.sessions != nil, connection.offersResumableSession {
-            let control: SessionFrame?
-            do throws(ConnectionStateMachine.Failure) {
-                control = try SessionFrame.parse(envelope)
-            } catch {
-                connection.inboundDropped(envelope)
-                connection.requestClose(.failed(error))
-                return
+        let numbers = configuration.sessions != nil && connection.offersResumableSession
+        // Frames for handlers, `envelopes[run]`, are taken in together with one lock; any other
+        // frame is carried out where it stands, after the run before it was taken in.
+        var run = envelopes.startIndex..<envelopes.startIndex
+        for index in envelopes.indices {
+            let envelope = envelopes[index]
+            if configuration.admission.hold(envelope, on: connection) {
+                take(envelopes[run], numbered: numbers, from: peer, on: connection)
+                run = index + 1..<index + 1
+                continue
             }
-            if let control {
-                connection.inboundDropped(envelope)
-                sessionControl(control, on: connection, from: peer)
-                return
+            if numbers {
+                let control: SessionFrame?
+                do throws(ConnectionStateMachine.Failure) {
+                    control = try SessionFrame.parse(envelope)
+                } catch {
+                    take(envelopes[run], numbered: numbers, from: peer, on: connection)
+                    run = index + 1..<index + 1
+                    connection.inboundDropped(envelope)
+                    connection.requestClose(.failed(error))
+                    continue
+                }
+                if let control {
+                    take(envelopes[run], numbered: numbers, from: peer, on: connection)
+                    run = index + 1..<index + 1
+                    connection.inboundDropped(envelope)
+                    sessionControl(control, on: connection, from: peer)
+                    continue
+                }
             }
-            if SessionFrame.isNumbered(envelope) {
-                receiveNumbered(envelope, on: connection, from: peer)
-                return
+            // An application's type is looked at once: the protocol's own all start alike.
+            let isProtocols = envelope.type.hasPrefix(EnvelopeType.reservedPrefix)
+            let isResource = isProtocols && envelope.type.hasPrefix(EnvelopeType.resourcePrefix)
+            guard isResource || (isProtocols && EnvelopeType.passedUp.contains(envelope.type)) else {
+                run = run.lowerBound..<index + 1
+                continue
+            }
+            take(envelopes[run], numbered: numbers, from: peer, on: connection)
+            run = index + 1..<index + 1
+            if isResource {
+                resourcesBox.withLockedValue { $0 }?.received(envelope, from: peer, on: connection)
+            } else {
+                // A feature's control frame goes through the event queue, so that the layer above
+                // sees it after the peer connected and before it disconnected; dropped once it
+                // disconnected.
+                withState { state in
+                    guard state.running, state.peers[peer.id]?.active != nil else { return }
+                    state.queue(.control(envelope, from: peer, on: connection))
+                }
             }
         }
-        if envelope.type.hasPrefix(EnvelopeType.resourcePrefix) {
-            resourcesBox.withLockedValue { $0 }?.received(envelope, from: peer, on: connection)
-            return
-        }
-        guard EnvelopeType.passedUp.contains(envelope.type) else {
-            // Held while the peer may still be writing on a tie-break's loser: what it wrote
-            // there comes first.
-            let held = state.withLockedValue { state -> Bool in
-                // In place: the record is not copied for the usual frame, which is not held.
-                guard let index = state.peers.index(forKey: peer.id) else { return false }
-                return state.peers.values[index].holdInbound(envelope, on: connection)
+        take(envelopes[run], numbered: numbers, from: peer, on: connection)
+    }
+
+    /// Takes in `frames`, frames for handlers from one read burst, with one lock: each is
+    /// numbered by the peer's session (when `numbered` and it carries a number), held (the peer
+    /// may still be writing on a tie-break's loser, and what it wrote there comes first) or
+    /// handed to the dispatcher, which takes them with one lock too; then acknowledges them. A
+    /// frame that breaks the session's protocol fails the connection, and those after it are
+    /// taken in as they would be had they come alone.
+    private func take(_ frames: ArraySlice<Envelope>, numbered: Bool, from peer: Peer, on connection: PeerConnection) {
+        var start = frames.startIndex
+        while start < frames.endIndex {
+            let first = start
+            // What goes to the dispatcher: `frames[first..<end]` while every frame goes, else a copy.
+            var end = first
+            var copy: [Envelope]?
+            var dropped: [Envelope] = []
+            var acknowledge: UInt64?
+            var armTimer = false
+            var violation: (envelope: Envelope, reason: String)?
+            start = withState { state -> Int in
+                // In place: the record is not copied (see PeerRecord.recordInSession).
+                let record = state.peers.index(forKey: peer.id)
+                for position in first..<frames.endIndex {
+                    let envelope = frames[position]
+                    let outcome: PeerRecord.Numbered?  // nil: held
+                    switch (numbered && SessionFrame.isNumbered(envelope), record) {
+                    case (true, nil):
+                        outcome = .drop
+                    case let (true, record?):
+                        let (numberedOutcome, held) = state.peers.values[record].receiveNumbered(envelope, on: connection)
+                        outcome = held ? nil : numberedOutcome
+                    case (false, nil):
+                        outcome = .deliver(acknowledge: nil, armTimer: false)
+                    case let (false, record?):
+                        let held = state.peers.values[record].holdInbound(envelope, on: connection)
+                        outcome = held ? nil : .deliver(acknowledge: nil, armTimer: false)
+                    }
+                    if case let .deliver(acknowledged, arm) = outcome {
+                        if copy == nil { end = position + 1 } else { copy?.append(envelope) }
+                        acknowledge = acknowledged ?? acknowledge
+                        armTimer = armTimer || arm
+                        continue
+                    }
+                    if copy == nil { copy = Array(frames[first..<end]) }
+                    if case .drop = outcome { dropped.append(envelope) }
+                    if case let .violation(reason) = outcome {
+                        violation = (envelope, reason)
+                        return position + 1
+                    }
+                }
+                return frames.endIndex
             }
-            if !held { messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection) }
-            return
-        }
-        // A feature's control frame goes through the event queue, so that the layer above sees
-        // it after the peer connected and before it disconnected; dropped once it disconnected.
-        withState { state in
-            guard state.running, state.peers[peer.id]?.active != nil else { return }
-            state.queue(.control(envelope, from: peer, on: connection))
+            let handed = copy.map { $0[...] } ?? frames[first..<end]
+            if !handed.isEmpty { messagesBox.withLockedValue { $0 }?.enqueue(handed, from: peer, on: connection) }
+            // Each acknowledgement counts every frame before it: the latest says all.
+            if let acknowledge { connection.send(SessionFrame.ack(received: acknowledge).encode()) }
+            if armTimer { armAcknowledgementTimer(for: peer.id) }
+            for envelope in dropped { connection.inboundDropped(envelope) }
+            if let violation {
+                connection.inboundDropped(violation.envelope)
+                connection.fail(violation.reason)
+            }
         }
     }
 
@@ -1924,29 +1998,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     /// A numbered frame (a message, request or reply) from a peer with a session.
-    private func receiveNumbered(_ envelope: Envelope, on connection: PeerConnection, from peer: Peer) {
-        var held = false
-        let outcome = withState { state -> PeerRecord.Numbered in
-            // In place (see PeerRecord.recordInSession).
-            guard let index = state.peers.index(forKey: peer.id) else { return .drop }
-            let (outcome, wasHeld) = state.peers.values[index].receiveNumbered(envelope, on: connection)
-            held = wasHeld
-            return outcome
-        }
-        if held { return }
-        switch outcome {
-        case let .deliver(acknowledge, armTimer):
-            messagesBox.withLockedValue { $0 }?.enqueue(envelope, from: peer, on: connection)
-            if let acknowledge { connection.send(SessionFrame.ack(received: acknowledge).encode()) }
-            if armTimer { armAcknowledgementTimer(for: peer.id) }
-        case .drop:
-            connection.inboundDropped(envelope)
-        case let .violation(reason):
-            connection.inboundDropped(envelope)
-            connection.fail(reason)
-        }
-    }
-
     private func armAcknowledgementTimer(for peerID: String) {
         _ = configuration.clock.schedule(on: timerLoop, in: Session.acknowledgementDelay) {
             self.acknowledgementTimerFired(for: peerID)

@@ -29,11 +29,18 @@ protocol ConnectionManagerDelegate: AnyObject, Sendable {
 /// Where the connection manager hands application messages and replies (the messaging layer's
 /// dispatcher). Called on the connection's event loop; it may not block.
 protocol InboundMessageSink: AnyObject, Sendable {
-    /// A message (or a reply) arrived from `sender` on `connection`.
-    func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection)
+    /// Messages (or replies) arrived from `sender` on `connection`, in this order.
+    func enqueue(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection)
     /// A connection's outbox drained below its limit: handlers held back for a peer that was
     /// not reading may run again.
     func outboxHasRoom()
+}
+
+extension InboundMessageSink {
+    /// A message (or a reply) arrived from `sender` on `connection`.
+    func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection) {
+        enqueue([envelope][...], from: sender, on: connection)
+    }
 }
 
 /// Where the connection manager hands the `resources` feature's frames (the messaging layer's

@@ -594,9 +594,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// budget allows.
     func inboundHandled(_ cost: Int) {
         let resumed = inboundBudget?.handled(cost) ?? []
-        state.withLockedValue { $0.inboundBytes -= cost }
+        let resume = state.withLockedValue { state in
+            state.inboundBytes -= cost
+            return self.resumesReading(&state)
+        }
         for connection in resumed { connection.budgetReleased() }
-        resumeReadingIfAllowed()
+        if resume { channel.triggerUserOutboundEvent(Request.resumeReading, promise: nil) }
     }
 
     /// A message that arrived on this connection was dropped unhandled (its peer was refused or
@@ -613,14 +616,17 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     }
 
     private func resumeReadingIfAllowed() {
-        let resume = state.withLockedValue { state -> Bool in
-            guard state.readingPaused, !state.pausedByBudget, state.inboundBytes <= maximumQueuedInboundBytes / 2 else { return false }
-            state.readingPaused = false
-            return true
-        }
-        if resume {
+        if state.withLockedValue({ resumesReading(&$0) }) {
             channel.triggerUserOutboundEvent(Request.resumeReading, promise: nil)
         }
+    }
+
+    /// Whether reading, paused, may resume now (this connection's backlog is down to half its
+    /// limit, and the budget did not pause it); marks it resumed when so. Call with the lock held.
+    private func resumesReading(_ state: inout State) -> Bool {
+        guard state.readingPaused, !state.pausedByBudget, state.inboundBytes <= maximumQueuedInboundBytes / 2 else { return false }
+        state.readingPaused = false
+        return true
     }
 
     // MARK: Closing (on the event loop, asked by the handler)

@@ -5,8 +5,9 @@ protocol PeerConnectionDelegate: AnyObject, Sendable {
     func connectionEstablished(_ connection: PeerConnection, remote: Hello)
     /// The peer's advertised name changed.
     func connectionRenamed(_ connection: PeerConnection, remote: Hello)
-    /// An application message or a reply arrived.
-    func connection(_ connection: PeerConnection, received envelope: Envelope)
+    /// Application messages, replies or the protocol's frames arrived, in the order they were
+    /// read: one call per read from the socket, not one per message.
+    func connection(_ connection: PeerConnection, received envelopes: [Envelope])
     /// A binary resource chunk arrived (the `resources` feature was negotiated).
     func connection(_ connection: PeerConnection, received chunk: ResourceChunk)
     /// The connection ended, for `reason`; called exactly once, as soon as the connection's state

@@ -38,6 +38,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var reportedQuiet = false
     /// A `read` that arrived while reading was paused, to be passed on when it resumes.
     private var readHeldBack = false
+    /// Messages of the current read burst, handed to the delegate together when the burst ends
+    /// (``flushDeliveries()``): one hand-off per read instead of one per message. Anything else
+    /// the connection reports goes after them, so the order is the wire's.
+    private var deliveries: [Envelope] = []
     private let metrics: PeerMetrics
     /// Which `peerkit_connections` gauge counts this connection now, if any.
     private var countedAs: PeerMetrics.ConnectionState?
@@ -134,6 +138,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        flushDeliveries()
         // The frame decoder passes this on after every read from the socket, whole frame or
         // not: any bytes prove the peer alive, even in the middle of a large frame.
         stateMachine.bytesArrived(now: clock.now(on: context.eventLoop))
@@ -165,6 +170,9 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // The frame decoder passes up what the last read completed before this, with no read
+        // complete after it.
+        flushDeliveries()
         heartbeatTask?.cancel()
         heartbeatTask = nil
         heartbeatRegistration?.cancel()
@@ -208,6 +216,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private func perform(_ action: ConnectionStateMachine.Action, context: ChannelHandlerContext) {
         guard let connection else { return }
         switch action {
+        case .none, .deliver: break
+        default: flushDeliveries()  // what happened before this action reaches the delegate first
+        }
+        switch action {
         case .none:
             break
         case let .send(frame):
@@ -236,7 +248,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
                 // Counted until its handler ran; over the limit, reads are held back.
                 _ = connection.inboundAccepted(Self.cost(of: envelope))
             }
-            delegate.connection(connection, received: envelope)
+            deliveries.append(envelope)
         case let .close(frame, mode, reason):
             // A silent or non-reading peer would never take what is queued for it.
             let discard: Bool
@@ -263,6 +275,19 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             delegate.connectionClosed(connection, reason: reason)
             connection.ended(error: reason.error(peer: connection.description))
         }
+    }
+
+    /// Hands the messages of the read burst so far to the delegate, in order.
+    private func flushDeliveries() {
+        guard let connection, !deliveries.isEmpty else { return }
+        // Out of the property first: the delegate may close this connection, and the close
+        // flushes again (with nothing left).
+        var burst: [Envelope] = []
+        swap(&burst, &deliveries)
+        delegate.connection(connection, received: burst)
+        // Unique again once the delegate returned: the next burst reuses the storage.
+        burst.removeAll(keepingCapacity: true)
+        if deliveries.isEmpty { deliveries = burst }
     }
 
     /// Moves this connection from the gauge it counts in to the one of `state` (none for nil).

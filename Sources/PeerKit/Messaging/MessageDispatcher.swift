@@ -48,21 +48,23 @@ final class MessageDispatcher: InboundMessageSink {
 
         var isEmpty: Bool { turns.isEmpty }
 
-        /// Queues `message`; returns whether its peer got a turn it did not have.
-        mutating func append(_ message: Inbound) -> Bool {
-            let id = message.sender.id
+        /// Queues `messages` of peer `id`, in order; returns how many, and whether the peer got
+        /// a turn it did not have.
+        mutating func append(contentsOf messages: some Sequence<Inbound>, of id: String) -> (count: Int, newTurn: Bool) {
             // One lookup of the peer's queue, in place.
-            let wasEmpty = Self.append(message, to: &perPeer[id, default: []])
-            guard wasEmpty, !parked.contains(id) else { return false }
+            let (count, wasEmpty) = Self.append(messages, to: &perPeer[id, default: []])
+            guard count > 0, wasEmpty, !parked.contains(id) else { return (count, false) }
             turns.append(id)
             turnsGiven &+= 1
-            return true
+            return (count, true)
         }
 
-        /// Appends `message` to `messages`; returns whether they were empty.
-        private static func append(_ message: Inbound, to messages: inout CircularBuffer<Inbound>) -> Bool {
-            defer { messages.append(message) }
-            return messages.isEmpty
+        /// Appends `new` to `messages`; returns how many, and whether `messages` were empty.
+        private static func append(_ new: some Sequence<Inbound>, to messages: inout CircularBuffer<Inbound>) -> (count: Int, wasEmpty: Bool) {
+            let wasEmpty = messages.isEmpty
+            let before = messages.count
+            messages.append(contentsOf: new)
+            return (messages.count - before, wasEmpty)
         }
 
         /// One round: the oldest message of each peer that has any and is not parked; while one
@@ -209,29 +211,36 @@ final class MessageDispatcher: InboundMessageSink {
         outboundBox.withLockedValue { $0 = outbound }
     }
 
-    /// Accepts a message from a connection.
-    func enqueue(_ envelope: Envelope, from sender: Peer, on connection: PeerConnection) {
-        metrics.receivedType(envelope.type).received(payloadBytes: envelope.payload.readableBytes)
-        if envelope.replyTo != nil {
-            if !pending.resolve(envelope, from: sender.id) {
-                logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
+    /// Accepts messages from a connection, in order: replies are resolved at once, the rest
+    /// queued with one lock for all.
+    func enqueue(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection) {
+        var cost = 0
+        for envelope in envelopes {
+            metrics.receivedType(envelope.type).received(payloadBytes: envelope.payload.readableBytes)
+            if envelope.replyTo != nil {
+                if !pending.resolve(envelope, from: sender.id) {
+                    logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
+                }
+            } else {
+                cost += PeerConnectionHandler.cost(of: envelope)
             }
-            return
         }
-        let message = Inbound(envelope: envelope, sender: sender, connection: connection)
+        guard cost > 0 else { return }
         let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<Round, Never>, Round)?) in
             guard !queue.finished else { return (false, nil) }
-            if queue.append(message) { turnsGiven.store(queue.turnsGiven, ordering: .releasing) }
-            unfinished.add(1, ordering: .releasing)
+            let messages = envelopes.lazy.filter { $0.replyTo == nil }.map { Inbound(envelope: $0, sender: sender, connection: connection) }
+            let (count, newTurn) = queue.append(contentsOf: messages, of: sender.id)
+            if newTurn { turnsGiven.store(queue.turnsGiven, ordering: .releasing) }
+            unfinished.add(count, ordering: .releasing)
             // A parked peer's message gives it no turn: the dispatcher has nothing new to do.
             guard let waiting = queue.waiting, !queue.isEmpty else { return (true, nil) }
             queue.waiting = nil
             return (true, (waiting, queue.takeRound()))
         }
         if queued {
-            metrics.receiveQueueBytes.increment(by: Double(PeerConnectionHandler.cost(of: envelope)))
+            metrics.receiveQueueBytes.increment(by: Double(cost))
         } else {
-            connection.inboundDropped(envelope)
+            for envelope in envelopes where envelope.replyTo == nil { connection.inboundDropped(envelope) }
         }
         if let (waiting, batch) = wake { waiting.resume(returning: batch) }
     }

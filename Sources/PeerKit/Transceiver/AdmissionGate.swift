@@ -31,7 +31,7 @@ final class AdmissionGate: Sendable {
     func begin(
         _ connection: PeerConnection, peer: Peer,
         admitted: @escaping @Sendable () -> Void,
-        deliver: @escaping @Sendable (Envelope) -> Void
+        deliver: @escaping @Sendable ([Envelope]) -> Void
     ) -> Bool {
         guard let admission else { return false }
         let id = ObjectIdentifier(connection)
@@ -66,7 +66,7 @@ final class AdmissionGate: Sendable {
                         return
                     }
                     admitted()
-                    for envelope in messages { deliver(envelope) }
+                    if !messages.isEmpty { deliver(messages) }
                 } else {
                     for envelope in messages { connection.inboundDropped(envelope) }
                     // Reported (and logged once per episode) when the connection has closed.

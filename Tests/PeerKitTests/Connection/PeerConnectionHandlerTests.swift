@@ -16,9 +16,15 @@ final class RecordingDelegate: PeerConnectionDelegate {
 
     private let calls = NIOLockedValueBox<[Call]>([])
     var recorded: [Call] { calls.withLockedValue { $0 } }
+    private let handOffs = NIOLockedValueBox<[Int]>([])
+    /// How many messages each `connection(_:received:)` call carried.
+    var messagesPerHandOff: [Int] { handOffs.withLockedValue { $0 } }
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.established(remote)) } }
-    func connection(_ connection: PeerConnection, received envelope: Envelope) { calls.withLockedValue { $0.append(.received(envelope.type)) } }
+    func connection(_ connection: PeerConnection, received envelopes: [Envelope]) {
+        calls.withLockedValue { $0.append(contentsOf: envelopes.map { .received($0.type) }) }
+        handOffs.withLockedValue { $0.append(envelopes.count) }
+    }
     func connection(_ connection: PeerConnection, received chunk: ResourceChunk) { calls.withLockedValue { $0.append(.chunk(chunk.transfer, chunk.data.readableBytes)) } }
     func connectionRenamed(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.renamed(remote.name)) } }
     func connectionClosed(_ connection: PeerConnection, reason: ConnectionStateMachine.CloseReason) {
@@ -183,6 +189,38 @@ struct PeerConnectionHandlerTests {
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))
         #expect(channel.isActive)
         #expect(try written(channel).count == 20)
+        _ = try? channel.finish()
+    }
+
+    @Test("the messages of one read are handed on together, in order, and a frame of another kind among them keeps its place")
+    func oneHandOffPerRead() throws {
+        let delegate = RecordingDelegate()
+        let channel = try makeChannel(delegate: delegate)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        var read = ByteBuffer()
+        for text in ["one", "two", "three"] { read.writeImmutableBuffer(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"\#(text)"}}"#)) }
+        read.writeImmutableBuffer(ConnectionStateMachine.ControlFrame.rename(name: "beta #2").encode())
+        read.writeImmutableBuffer(ByteBuffer.frame(#"{"type":"Other","payload":{}}"#))
+        try channel.writeInbound(read)
+        #expect(delegate.recorded == [.established(remote), .received("Note"), .received("Note"), .received("Note"), .renamed("beta #2"), .received("Other")])
+        // The three notes in one call, the rename after them, the last message when the read ended.
+        #expect(delegate.messagesPerHandOff == [3, 1])
+        _ = try? channel.finish()
+    }
+
+    @Test("messages the last read completed are handed on before the connection is reported closed")
+    func handOffBeforeClose() throws {
+        let delegate = RecordingDelegate()
+        let channel = try makeChannel(delegate: delegate)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        // A frame with no read complete after it, as the frame decoder's last decode passes
+        // frames up when the channel goes inactive.
+        let decoder = try channel.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<FrameDecoder>.self)
+        decoder.fireChannelRead(NIOAny(InboundFrame.frame(ByteBuffer(string: #"{"type":"Note","payload":{"text":"last"}}"#))))
+        #expect(delegate.recorded == [.established(remote)])
+        decoder.fireChannelInactive()
+        #expect(delegate.recorded.prefix(2) == [.established(remote), .received("Note")])
+        #expect(delegate.recorded.count == 3)
         _ = try? channel.finish()
     }
 
