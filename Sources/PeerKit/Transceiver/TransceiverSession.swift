@@ -190,8 +190,11 @@ final class TransceiverSession: ConnectionManagerDelegate {
             return true
         }
         guard starts else { return }
-        discovery.start(request) { [weak self] event in
-            self?.discoveryEvent(event)
+        // Not `self`: a weakly referenced object takes the slow path for every retain and
+        // release (its side table), and this session is retained for every message sent.
+        let (state, manager) = (self.state, self.manager)
+        discovery.start(request) { event in
+            Self.discoveryEvent(event, state: state, manager: manager)
         }
         let stoppedMeanwhile = discoveryPhase.withLockedValue { phase -> Bool in
             guard case .starting = phase else { return true }
@@ -234,7 +237,7 @@ final class TransceiverSession: ConnectionManagerDelegate {
         return closed
     }
 
-    private func discoveryEvent(_ event: DiscoveryEvent) {
+    private static func discoveryEvent(_ event: DiscoveryEvent, state: NIOLockedValueBox<State>, manager: ConnectionManager) {
         state.withLockedValue { state in
             switch event {
             case let .failed(error): state.discoveryFailure = error
