@@ -1428,7 +1428,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     continue
                 }
             }
-            // An application's type is looked at once: the protocol's own all start alike.
+            // Only the protocol's own types (all `peerkit.…`) are looked up in `passedUp`.
             let isProtocols = envelope.type.hasPrefix(EnvelopeType.reservedPrefix)
             let isResource = isProtocols && envelope.type.hasPrefix(EnvelopeType.resourcePrefix)
             guard isResource || (isProtocols && EnvelopeType.passedUp.contains(envelope.type)) else {
