@@ -587,15 +587,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             return state.peers.values[index].outboxProbe()
         }
         guard let (connection, held, sessionCharged) = probe else { return .disconnected }
-        // Switching or suspended: the frames held for the winner (not charged to the budget), and
-        // the session's tail, count alone.
+        // Switching or suspended: the frames held for the winner and the session's tail count
+        // alone. Both are charged to the budget, as is what waits in an outbox.
         guard let connection else {
             guard held < configuration.maximumQueuedOutboundBytes else { return .full }
-            return sessionCharged > 0 && outboundBudget.isSpent ? .full : .room
+            return (held > 0 || sessionCharged > 0) && outboundBudget.isSpent ? .full : .room
         }
         guard connection.queuedOutboundBytes < configuration.maximumQueuedOutboundBytes else { return .full }
         guard outboundBudget.isSpent else { return .room }
-        return sessionCharged > 0 || connection.chargedOutboundBytes > 0 ? .full : .room
+        return held > 0 || sessionCharged > 0 || connection.chargedOutboundBytes > 0 ? .full : .room
     }
 
     /// Sends `frame` to every connected peer, and holds it for each peer that is switching
@@ -1553,7 +1553,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             guard var record = state.peers[remote.peerID] else { return nil }
             record.inboundNext[ObjectIdentifier(connection)] = nil
             state.peers[remote.peerID] = record
-            switch record.link.closed(connection, byeDuplicate: reason == .peerSaidBye(reason: Bye.duplicateConnection)) {
+            switch record.link.closed(connection, byeDuplicate: reason == .peerSaidBye(reason: Bye.duplicateConnection), charge: { newBudgetShare() }) {
             case .ignored:
                 // A tie-break's loser (or a connection never used): nothing changes for the peer.
                 break
@@ -1799,9 +1799,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         return arrival.resumes
     }
 
-    /// A new session's part of the ``OutboundBudget``. Its releases happen under the lock, so the
-    /// dispatcher they may wake (the budget fell below its limit, or the peer's tail holds nothing
-    /// charged any more) is told on the timer loop, after the lock is released.
+    /// A part of the ``OutboundBudget`` for a new session's retransmit tail, or for what a peer's
+    /// switch holds for its winner. Its releases happen under the lock, so the dispatcher they may
+    /// wake (the budget fell below its limit, or the part holds nothing any more) is told on the
+    /// timer loop, after the lock is released.
     private func newBudgetShare() -> OutboundBudget.Share {
         let loop = timerLoop
         let messagesBox = self.messagesBox  // not `self`: see configurePipeline

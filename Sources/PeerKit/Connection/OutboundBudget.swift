@@ -11,10 +11,12 @@ import Synchronization
 /// slowest peer has taken it, so the memory it holds is bounded by one peer's limit whatever the
 /// number of peers. A resumable session's frames (feature `resume`) are charged by the session
 /// instead, from the moment it numbers them until the peer acknowledges them (a ``Share``), so
-/// that a frame written and kept for a resend counts as long as it is held. While the budget is spent:
-/// - a peer's handlers run only while nothing charged waits in its own outbox or its session's
-///   retransmit tail, so peers that do not read (or do not acknowledge) their replies cannot make
-///   more of them (``ConnectionManager/outboxState(of:)``);
+/// that a frame written and kept for a resend counts as long as it is held; and the frames held
+/// for a peer while it switches to a tie-break's winner are charged by the hold (a ``Share`` too,
+/// ``PeerStateMachine/Hold``) until they are moved to the winner or dropped. While the budget is spent:
+/// - a peer's handlers run only while nothing charged waits in its own outbox, its session's
+///   retransmit tail or its switch's hold, so peers that do not read (or do not acknowledge)
+///   their replies cannot make more of them (``ConnectionManager/outboxState(of:)``);
 /// - a peer that holds ``PeerConnection/outboxHighWatermark`` or more of it for longer than
 ///   ``PeerConfiguration/slowPeerGracePeriod`` is disconnected as too slow, so that peers which
 ///   never read cannot keep the budget spent.
@@ -55,14 +57,15 @@ final class OutboundBudget: Sendable {
         return after < limit && after + cost >= limit
     }
 
-    /// One resumable session's part of the budget: what its retransmit tail holds of frames
-    /// charged to it (``PeerSession``), from the moment they are numbered until the peer
-    /// acknowledges them or the session drops them. The session changes it under the connection
-    /// manager's lock; the connection's heartbeat reads it (``bytes``) to tell a peer that holds
-    /// the spent budget without acknowledging.
+    /// One holder's part of the budget. A resumable session's (``PeerSession``): what its
+    /// retransmit tail holds of frames charged to it, from the moment they are numbered until the
+    /// peer acknowledges them or the session drops them; the connection's heartbeat reads it
+    /// (``bytes``) to tell a peer that holds the spent budget without acknowledging. Or a switch's
+    /// (``PeerStateMachine/Hold``): the frames held for the winner. Either changes it under the
+    /// connection manager's lock.
     ///
     /// It cannot leak: what is still held when the share is released (a session discarded with
-    /// frames in its tail) goes back to the budget then.
+    /// frames in its tail, a hold dropped because the winner never came) goes back to the budget then.
     final class Share: Sendable {
         let budget: OutboundBudget
         private let held = Atomic<Int>(0)
@@ -76,17 +79,17 @@ final class OutboundBudget: Sendable {
             self.wake = wake
         }
 
-        /// What the session holds charged to the budget now.
+        /// What the holder holds charged to the budget now.
         var bytes: Int { held.load(ordering: .relaxed) }
 
-        /// The session kept `cost` more.
+        /// The holder kept `cost` more.
         func added(_ cost: Int) {
             guard cost > 0 else { return }
             held.wrappingAdd(cost, ordering: .relaxed)
             budget.added(cost)
         }
 
-        /// The session let go of `cost` of what it held (acknowledged, dropped or ended).
+        /// The holder let go of `cost` of what it held (acknowledged, moved on, dropped or ended).
         func removed(_ cost: Int) {
             guard cost > 0 else { return }
             let left = held.wrappingSubtract(cost, ordering: .relaxed).newValue

@@ -30,14 +30,35 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
         let direction: TieBreak.Direction
     }
 
-    /// Frames sent while the peer switches connections, oldest first.
+    /// Frames sent while the peer switches connections, oldest first, and what they are charged
+    /// to the transceiver's ``OutboundBudget``: each frame from the moment it is held until it is
+    /// taken out for the winner (``takeHeldFrames(for:)``). The charge lives in a share that the
+    /// hold carries, so a hold that is dropped (the winner never came, the peer was abandoned or
+    /// the transceiver stopped) gives back what it held when it goes, whichever way it went.
     struct Hold {
         fileprivate(set) var frames = CircularBuffer<ByteBuffer>()
         fileprivate(set) var bytes = 0
+        /// Nil where no budget applies (the state machine's tests).
+        let charge: OutboundBudget.Share?
+
+        init(charge: OutboundBudget.Share? = nil) {
+            self.charge = charge
+        }
 
         fileprivate mutating func append(_ frame: ByteBuffer) {
             frames.append(frame)
             bytes += frame.readableBytes
+            charge?.added(frame.readableBytes)
+        }
+
+        /// Takes every frame out (for the winner): they are charged no longer.
+        fileprivate mutating func takeAll() -> CircularBuffer<ByteBuffer> {
+            defer {
+                charge?.removed(bytes)
+                frames = []
+                bytes = 0
+            }
+            return frames
         }
     }
 
@@ -149,8 +170,9 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
             defer { waiters = [] }
             return ([], waiters)
         }
-        state = .flushing(link, Hold())
-        return (hold.frames, [])
+        var taken = hold
+        state = .flushing(link, Hold(charge: hold.charge))
+        return (taken.takeAll(), [])
     }
 
     /// What ``closed(_:byeDuplicate:)`` asks of the manager.
@@ -167,7 +189,9 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
 
     /// `connection` ended. `byeDuplicate`: the peer closed it with `bye` "duplicate connection",
     /// because it keeps another connection to us (the tie-break's winner, on its way).
-    mutating func closed(_ connection: Connection, byeDuplicate: Bool) -> Closed {
+    ///
+    /// `charge` makes the hold's share of the budget (see ``Hold``) when a switch starts.
+    mutating func closed(_ connection: Connection, byeDuplicate: Bool, charge: () -> OutboundBudget.Share? = { nil }) -> Closed {
         // A retired loser's close starts with its bye; it stays in `retiring` until its socket
         // has closed (``finished(_:)``), since the peer may still be writing on it.
         if retiring.contains(where: { $0 === connection }) { return .ignored }
@@ -178,7 +202,7 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
                 return .disconnected
             }
             generation += 1
-            state = .switching(Hold(), generation: generation)
+            state = .switching(Hold(charge: charge()), generation: generation)
             return .switching(generation: generation)
         case let .flushing(link, hold) where link.connection === connection:
             guard byeDuplicate else {

@@ -117,7 +117,9 @@ public struct PeerConfiguration: Sendable {
     /// requests), for as long as it is held: until it is written or, with a resumable session
     /// (``resumesSessions``), until the peer acknowledges it, since the session keeps it for a
     /// resend. A `broadcast` is one buffer shared by every peer's queue, bounded by one peer's
-    /// limit, and does not count. While the queues together hold this much:
+    /// limit, and does not count, except while a peer switches to the connection that won a
+    /// tie-break: what is held for it then counts until it moves to that connection. While the
+    /// queues together hold this much:
     /// - a peer's handlers run only while nothing counted waits to be sent to it or to be
     ///   acknowledged by it, so peers that do not read (or acknowledge) their replies cannot make
     ///   more of them (the others' requests are still answered, one at a time as their replies

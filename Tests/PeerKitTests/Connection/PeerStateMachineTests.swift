@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 @testable import PeerKit
@@ -175,6 +176,54 @@ struct PeerStateMachineTests {
         let done = machine.takeHeldFrames(for: winner)
         #expect(done.frames.isEmpty)
         #expect(done.waiters == ["v"])
+    }
+
+    @Test("what a switch holds is charged to the budget until it moves to the winner, frames held while it moves too")
+    func holdIsChargedUntilMoved() {
+        let budget = OutboundBudget(limit: 1000)
+        var machine = Machine()
+        let old = Connection("old"), winner = Connection("winner")
+        _ = established(&machine, old, .inbound)
+        _ = machine.closed(old, byeDuplicate: true, charge: { OutboundBudget.Share(budget: budget) })
+        _ = machine.route(frame("0123456789"), limit: 100)
+        _ = machine.route(frame("abc"), limit: 100)
+        #expect(budget.total == 13)
+        _ = established(&machine, winner, .outbound)
+        #expect(texts(machine.takeHeldFrames(for: winner).frames) == ["0123456789", "abc"])
+        #expect(budget.total == 0, "taken out for the winner: its outbox charges them now")
+        // Sent while the held frames move: held behind them, and charged.
+        _ = machine.route(frame("late"), limit: 100)
+        #expect(budget.total == 4)
+        #expect(texts(machine.takeHeldFrames(for: winner).frames) == ["late"])
+        #expect(budget.total == 0)
+        #expect(machine.takeHeldFrames(for: winner).frames.isEmpty)
+        #expect(budget.total == 0)
+    }
+
+    @Test("a hold dropped because the winner never came, or because the peer was abandoned, gives its charge back")
+    func droppedHoldGivesItsChargeBack() {
+        let budget = OutboundBudget(limit: 10)
+        var wakes = 0
+        let counter = NIOLockedValueBox(0)
+        for ending in ["grace", "abandon", "stop"] {
+            var machine = Machine()
+            let old = Connection("old")
+            _ = established(&machine, old, .inbound)
+            guard case let .switching(generation) = machine.closed(old, byeDuplicate: true, charge: {
+                OutboundBudget.Share(budget: budget) { counter.withLockedValue { $0 += 1 } }
+            }) else { Issue.record("no switch"); return }
+            // Over the budget: held anyway (one frame always fits the peer's own limit).
+            _ = machine.route(frame("0123456789ab"), limit: 100)
+            #expect(budget.isSpent, "\(ending)")
+            switch ending {
+            case "grace": _ = machine.graceExpired(generation: generation)
+            case "abandon": _ = machine.abandon()
+            default: _ = machine.stop()
+            }
+            #expect(budget.total == 0, "\(ending): the dropped hold gave its charge back")
+            wakes += 1
+            #expect(counter.withLockedValue { $0 } == wakes, "\(ending): the peers held back were told")
+        }
     }
 
     @Test("the grace period running out without a winner disconnects the peer and releases its waiters")

@@ -110,6 +110,8 @@ struct TransceiverConnectionTests {
         defer { transceiver.stop() }
         // Before the fix, `send` threw peerNotConnected here and `broadcast` skipped the peer.
         transceiver.broadcast(Note(text: "held"))
+        let budget = try #require(transceiver.session?.manager.outboundBudget)
+        #expect(budget.total > 0, "what the switch holds is charged to the outbound budget")
         let sending = Task { try await transceiver.send(Note(text: "waited"), to: [peer]) }
         try await within(20, "the send to wait for the winner") {
             while transceiver.session?.manager.switchWaiterCount(of: "raw-peer") != 1 { try await Task.sleep(for: .milliseconds(10)) }
@@ -124,6 +126,10 @@ struct TransceiverConnectionTests {
             notes.append(frame)
         }
         #expect(notes.count == 2 && notes[0].contains(#""held""#) && notes[1].contains(#""waited""#), "the winner carried \(notes)")
+        // Moved to the winner and written: nothing is charged any more.
+        try await within(20, "the budget to be given back") {
+            while budget.total != 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
         // The user never saw the peer go.
         transceiver.stop()
         for await event in events {
@@ -157,6 +163,10 @@ struct TransceiverConnectionTests {
     func switchWithoutWinner() async throws {
         let (transceiver, peer, events, _) = try await peerSwitching(handshakeTimeout: Self.shortHandshakeTimeout)
         defer { transceiver.stop() }
+        // Held for the winner, which never comes: charged meanwhile, given back when dropped.
+        transceiver.broadcast(Note(text: "held"))
+        let budget = try #require(transceiver.session?.manager.outboundBudget)
+        #expect(budget.total > 0)
         let error = try await within(20, "the send to give up") { () -> PeerKitError? in
             do {
                 try await transceiver.send(Note(text: "lost"), to: [peer])
@@ -176,6 +186,7 @@ struct TransceiverConnectionTests {
             }
         }
         #expect(disconnected == neverArrived, "the peer was disconnected with \(String(describing: disconnected))")
+        #expect(budget.total == 0, "the dropped hold gave its charge back")
     }
 
     @Test("with a session, a tie-break's winner that does not come in time leaves the peer suspended, not disconnected; the send waits in the session and goes out once the peer is back")
