@@ -23,6 +23,18 @@ func loopbackConfiguration(serviceType: String, name: String, peers: [PeerEndpoi
     return configuration
 }
 
+/// ``loopbackConfiguration(serviceType:name:peers:)`` for a transceiver that a test's raw peer
+/// talks to. A raw peer answers no pings, and its steps run on the test's task, which a loaded
+/// machine (every suite in parallel on two cores) can keep waiting for seconds: neither the
+/// heartbeat nor the handshake timeout may take the peer meanwhile.
+func rawPeerConfiguration(serviceType: String, name: String) -> PeerConfiguration {
+    var configuration = loopbackConfiguration(serviceType: serviceType, name: name)
+    configuration.heartbeatInterval = .seconds(10)
+    configuration.peerTimeout = .seconds(60)
+    configuration.handshakeTimeout = .seconds(60)
+    return configuration
+}
+
 /// The endpoint a started transceiver listens on.
 func endpoint(of transceiver: PeerTransceiver) throws -> PeerEndpoint {
     PeerEndpoint(host: "127.0.0.1", port: try #require(transceiver.listeningPort))

@@ -269,13 +269,7 @@ struct TransceiverConnectionTests {
     @Test("a message of an unknown type or a wrong payload gets an error reply when it has an id, and the connection stays open")
     func badMessages() async throws {
         let serviceType = randomServiceType()
-        var configuration = loopbackConfiguration(serviceType: serviceType, name: "hub")
-        // A raw peer answers no pings, and its steps run on the test's task: on a loaded machine
-        // (every suite in parallel on two cores) that task can wait seconds for a thread, which
-        // the heartbeat or the handshake timeout must not take for a dead peer.
-        configuration.peerTimeout = .seconds(60)
-        configuration.handshakeTimeout = .seconds(60)
-        let hub = PeerTransceiver(configuration: configuration)
+        let hub = PeerTransceiver(configuration: rawPeerConfiguration(serviceType: serviceType, name: "hub"))
         try await hub.start()
         defer { hub.stop() }
         hub.respond(to: Question.self) { question, _ in Answer(text: question.text, from: "hub") }

@@ -10,12 +10,7 @@ struct TransceiverReadBurstTests {
     @Test("a session's resume, resend and 500 messages written at once: the messages are handled in order, and the session acknowledges all 500")
     func burstInOneWrite() async throws {
         let serviceType = randomServiceType()
-        var configuration = loopbackConfiguration(serviceType: serviceType, name: "burst")
-        // A raw peer answers no pings: a loaded machine must not lose it to the heartbeat.
-        configuration.heartbeatInterval = .seconds(10)
-        configuration.peerTimeout = .seconds(60)
-        configuration.handshakeTimeout = .seconds(60)
-        let transceiver = PeerTransceiver(configuration: configuration)
+        let transceiver = PeerTransceiver(configuration: rawPeerConfiguration(serviceType: serviceType, name: "burst"))
         let inbox = Inbox<Note>()
         transceiver.receive(Note.self) { note in inbox.put(note) }
         try await transceiver.start()
