@@ -1402,11 +1402,16 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         // Frames for handlers, `envelopes[run]`, are taken in together with one lock; any other
         // frame is carried out where it stands, after the run before it was taken in.
         var run = envelopes.startIndex..<envelopes.startIndex
+        /// Takes in the run before the frame at `index`, which is not for handlers; the next run
+        /// starts after it.
+        func endRun(at index: Int) {
+            take(envelopes[run], numbered: numbers, from: peer, on: connection)
+            run = index + 1..<index + 1
+        }
         for index in envelopes.indices {
             let envelope = envelopes[index]
             if configuration.admission.hold(envelope, on: connection) {
-                take(envelopes[run], numbered: numbers, from: peer, on: connection)
-                run = index + 1..<index + 1
+                endRun(at: index)
                 continue
             }
             if numbers {
@@ -1414,15 +1419,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 do throws(ConnectionStateMachine.Failure) {
                     control = try SessionFrame.parse(envelope)
                 } catch {
-                    take(envelopes[run], numbered: numbers, from: peer, on: connection)
-                    run = index + 1..<index + 1
+                    endRun(at: index)
                     connection.inboundDropped(envelope)
                     connection.requestClose(.failed(error))
                     continue
                 }
                 if let control {
-                    take(envelopes[run], numbered: numbers, from: peer, on: connection)
-                    run = index + 1..<index + 1
+                    endRun(at: index)
                     connection.inboundDropped(envelope)
                     sessionControl(control, on: connection, from: peer)
                     continue
@@ -1435,8 +1438,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 run = run.lowerBound..<index + 1
                 continue
             }
-            take(envelopes[run], numbered: numbers, from: peer, on: connection)
-            run = index + 1..<index + 1
+            endRun(at: index)
             if isResource {
                 resourcesBox.withLockedValue { $0 }?.received(envelope, from: peer, on: connection)
             } else {

@@ -335,9 +335,9 @@ struct ConnectionStateMachine {
     ///   - stalledFor: how much later than due this tick came: this side's event loop was busy
     ///     (or the process was not scheduled), so the peer's bytes may be waiting unread.
     ///   - heldOfSpentBudget: while all connections together hold the transceiver's
-    ///     ``OutboundBudget`` or nearly (``OutboundBudget/isNearlySpent``), what this peer holds of it (the frames made for it alone, in
-    ///     its outbox and its session's retransmit tail, ``PeerConnection/heldOfOutboundBudget``);
-    ///     else 0. A peer that holds
+    ///     ``OutboundBudget`` or nearly (``OutboundBudget/isNearlySpent``), what this peer holds of
+    ///     it (the frames made for it alone, in its outbox and its session's retransmit tail,
+    ///     ``PeerConnection/heldOfOutboundBudget``); else 0. A peer that holds
     ///     ``PeerConnection/outboxHighWatermark`` or more of it all through the grace period is
     ///     failed as too slow: peers that never read cannot keep the budget spent, and the
     ///     others held back, for good.
