@@ -571,15 +571,16 @@ final class PeerConnection: Sendable, CustomStringConvertible {
 
     // MARK: Inbound accounting
 
-    /// A message of `cost` bytes went to the dispatcher. Returns true when the backlog is now
-    /// over the limit (this connection's, or the transceiver's ``InboundBudget``) and reading
-    /// must pause. A message that is the only one of this connection's waiting never pauses it
-    /// for the budget (``InboundBudget/accepted(_:by:alone:)``): a peer that waits for each
-    /// answer keeps being read while others hold the budget.
-    func inboundAccepted(_ cost: Int) -> Bool {
+    /// `messages` messages of `cost` bytes in all went to the dispatcher. Returns true when the
+    /// backlog is now over the limit (this connection's, or the transceiver's ``InboundBudget``)
+    /// and reading must pause. A message that is the only one of this connection's waiting never
+    /// pauses it for the budget (``InboundBudget/accepted(_:by:alone:)``): a peer that waits for
+    /// each answer keeps being read while others hold the budget.
+    func inboundAccepted(_ cost: Int, messages: Int = 1) -> Bool {
         state.withLockedValue { state in
             // The budget's lock is a leaf: taking it under this one cannot deadlock.
-            let overBudget = inboundBudget?.accepted(cost, by: self, alone: state.inboundBytes == 0) ?? false
+            let alone = messages == 1 && state.inboundBytes == 0
+            let overBudget = inboundBudget?.accepted(cost, by: self, alone: alone) ?? false
             state.inboundBytes += cost
             if state.inboundBytes > maximumQueuedInboundBytes || overBudget {
                 state.readingPaused = true

@@ -42,6 +42,13 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// (``flushDeliveries()``): one hand-off per read instead of one per message. Anything else
     /// the connection reports goes after them, so the order is the wire's.
     private var deliveries: [Envelope] = []
+    /// What ``deliveries`` count against the inbound limits, and how many of them count: taken
+    /// in with one lock when they are handed on, not one per message.
+    private var deliveriesCost = 0
+    private var deliveriesCounted = 0
+    /// The time read once for the current read burst: every frame of a burst arrived at once,
+    /// as far as the heartbeat's seconds can tell (``burstNow(_:)``).
+    private var burstTime: NIODeadline?
     private let metrics: PeerMetrics
     /// Which `peerkit_connections` gauge counts this connection now, if any.
     private var countedAs: PeerMetrics.ConnectionState?
@@ -121,7 +128,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         switch unwrapInboundIn(data) {
         case let .chunk(chunk, framingBytes):
             metrics.wireBytesReceived.increment(by: chunk.data.readableBytes + framingBytes)
-            action = stateMachine.chunkReceived(chunk, now: clock.now(on: context.eventLoop))
+            action = stateMachine.chunkReceived(chunk, now: burstNow(context))
         case let .frame(frame):
             // The frame decoder strips the 4-byte length prefix.
             metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
@@ -129,7 +136,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
                 // The decoder passes a chunk frame up whole only when it is too short for its header.
                 if ResourceChunkFrame.isChunk(frame) { _ = try ResourceChunkFrame.decode(frame) }
                 let envelope = try EnvelopeParser.parse(frame)
-                action = stateMachine.frameReceived(envelope, now: clock.now(on: context.eventLoop))
+                action = stateMachine.frameReceived(envelope, now: burstNow(context))
             } catch {
                 action = stateMachine.frameRejected(error)
             }
@@ -141,8 +148,17 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         flushDeliveries()
         // The frame decoder passes this on after every read from the socket, whole frame or
         // not: any bytes prove the peer alive, even in the middle of a large frame.
-        stateMachine.bytesArrived(now: clock.now(on: context.eventLoop))
+        stateMachine.bytesArrived(now: burstNow(context))
+        burstTime = nil
         context.fireChannelReadComplete()
+    }
+
+    /// The time of the current read burst, read from the clock at its first frame.
+    private func burstNow(_ context: ChannelHandlerContext) -> NIODeadline {
+        if let burstTime { return burstTime }
+        let now = clock.now(on: context.eventLoop)
+        burstTime = now
+        return now
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -173,6 +189,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         // The frame decoder passes up what the last read completed before this, with no read
         // complete after it.
         flushDeliveries()
+        burstTime = nil
         heartbeatTask?.cancel()
         heartbeatTask = nil
         heartbeatRegistration?.cancel()
@@ -245,8 +262,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             delegate.connection(connection, received: chunk)
         case let .deliver(envelope):
             if Self.countsAgainstInboundLimit(envelope) {
-                // Counted until its handler ran; over the limit, reads are held back.
-                _ = connection.inboundAccepted(Self.cost(of: envelope))
+                // Counted until its handler ran (from the hand-off on); over the limit, reads
+                // are held back.
+                deliveriesCost += Self.cost(of: envelope)
+                deliveriesCounted += 1
             }
             deliveries.append(envelope)
         case let .close(frame, mode, reason):
@@ -284,6 +303,14 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         // flushes again (with nothing left).
         var burst: [Envelope] = []
         swap(&burst, &deliveries)
+        // Counted before the hand-off: a handler may finish, and give its cost back, at once.
+        // Reading pauses, if it must, before the next read from the socket, as it would have
+        // one message at a time: the burst is already read.
+        if deliveriesCounted > 0 {
+            _ = connection.inboundAccepted(deliveriesCost, messages: deliveriesCounted)
+            deliveriesCost = 0
+            deliveriesCounted = 0
+        }
         delegate.connection(connection, received: burst)
         // Unique again once the delegate returned: the next burst reuses the storage.
         burst.removeAll(keepingCapacity: true)

@@ -21,9 +21,10 @@ struct EncodedMessage: Sendable {
         self.plainFrame = nil
     }
 
-    /// Encodes `value` (with ``PayloadEncoder``) straight into the frame that `frame()` returns.
-    init<T: Encodable>(type: String, encoding value: T, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
-        var frame = allocator.buffer(capacity: 128)
+    /// Encodes `value` (with ``PayloadEncoder``) straight into the frame that `frame()` returns,
+    /// a buffer started with room for `capacity` bytes.
+    init<T: Encodable>(type: String, encoding value: T, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+        var frame = allocator.buffer(capacity: capacity)
         let lengthIndex = EnvelopeEncoder.writeHead(type: type, id: nil, replyTo: nil, into: &frame)
         let payloadStart = frame.writerIndex
         frame = try PayloadEncoder.encode(value, appendingTo: consume frame)
@@ -39,6 +40,10 @@ struct EncodedMessage: Sendable {
         self.plainFrame = frame
     }
 
+    /// The size of the frame `frame()` returns with no `id`, `replyTo` or `group`, when the
+    /// payload was encoded straight into it.
+    var plainFrameBytes: Int? { plainFrame?.readableBytes }
+
     /// The frame carrying this message; `group` names the group it is sent to (feature `groups`).
     func frame(id: String? = nil, replyTo: String? = nil, group: String? = nil) -> ByteBuffer {
         if id == nil, replyTo == nil, group == nil, let plainFrame { return plainFrame }
@@ -50,12 +55,15 @@ struct EncodedMessage: Sendable {
 enum MessageCodec {
     /// Encodes `value` (with ``PayloadEncoder``) as the payload of a message of its wire key.
     static func encode<T: Encodable>(_ value: T) throws -> EncodedMessage {
-        let type = peerMessageType(of: T.self)
+        let key = wireKey(of: T.self)
+        let type = key.name
         guard !type.hasPrefix(EnvelopeType.reservedPrefix) else {
             throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
         do {
-            return try EncodedMessage(type: type, encoding: value)
+            let message = try EncodedMessage(type: type, encoding: value, capacity: key.frameCapacity)
+            if let bytes = message.plainFrameBytes { key.noteFrame(bytes: bytes) }
+            return message
         } catch {
             throw PeerKitError.encodingFailed(type: type, reason: "\(error)")
         }

@@ -19,11 +19,15 @@ final class RecordingDelegate: PeerConnectionDelegate {
     private let handOffs = NIOLockedValueBox<[Int]>([])
     /// How many messages each `connection(_:received:)` call carried.
     var messagesPerHandOff: [Int] { handOffs.withLockedValue { $0 } }
+    private let pausedAtHandOffs = NIOLockedValueBox<[Bool]>([])
+    /// Whether the connection's reading was paused when each hand-off reached the delegate.
+    var pausedAtHandOff: [Bool] { pausedAtHandOffs.withLockedValue { $0 } }
 
     func connectionEstablished(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.established(remote)) } }
     func connection(_ connection: PeerConnection, received envelopes: [Envelope]) {
         calls.withLockedValue { $0.append(contentsOf: envelopes.map { .received($0.type) }) }
         handOffs.withLockedValue { $0.append(envelopes.count) }
+        pausedAtHandOffs.withLockedValue { $0.append(connection.isReadingPaused) }
     }
     func connection(_ connection: PeerConnection, received chunk: ResourceChunk) { calls.withLockedValue { $0.append(.chunk(chunk.transfer, chunk.data.readableBytes)) } }
     func connectionRenamed(_ connection: PeerConnection, remote: Hello) { calls.withLockedValue { $0.append(.renamed(remote.name)) } }
@@ -205,6 +209,36 @@ struct PeerConnectionHandlerTests {
         #expect(delegate.recorded == [.established(remote), .received("Note"), .received("Note"), .received("Note"), .renamed("beta #2"), .received("Other")])
         // The three notes in one call, the rename after them, the last message when the read ended.
         #expect(delegate.messagesPerHandOff == [3, 1])
+        _ = try? channel.finish()
+    }
+
+    @Test("the messages of one read are counted against the inbound limit together, before they are handed on, and reading pauses before the next read")
+    func oneReadCountedTogether() throws {
+        let delegate = RecordingDelegate()
+        let box = NIOLockedValueBox<PeerConnection?>(nil)
+        let channel = try makeChannel(delegate: delegate, inboundLimit: 1000, connection: box)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        let connection = try #require(box.withLockedValue { $0 })
+        var read = ByteBuffer()
+        for _ in 0..<4 { read.writeImmutableBuffer(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"hello"}}"#)) }
+        try channel.writeInbound(read)
+        #expect(delegate.messagesPerHandOff == [4])
+        // Four messages of about 276 bytes: over the 1000-byte limit once counted, which the
+        // hand-off already sees (a handler may finish, and give its cost back, at once).
+        #expect(delegate.pausedAtHandOff == [true])
+        let counter = ReadCounter()
+        try channel.pipeline.syncOperations.addHandler(counter, position: .first)
+        channel.read()
+        #expect(counter.reads == 0, "the next read is held back")
+        // The four costs were counted in full: two handled leave 552 bytes, over half the
+        // limit; the third brings it to 276, and reading resumes.
+        let cost = PeerConnectionHandler.perMessageOverhead + 4 + 16
+        for _ in 0..<2 { connection.inboundHandled(cost) }
+        #expect(connection.isReadingPaused)
+        connection.inboundHandled(cost)
+        channel.embeddedEventLoop.run()
+        #expect(!connection.isReadingPaused)
+        #expect(counter.reads == 1)
         _ = try? channel.finish()
     }
 
