@@ -3,7 +3,10 @@
 # `perf record -e cpu-clock` (virtual machines rarely have hardware counters), then prints each
 # process's CPU time per message and its hottest symbols, self and inclusive, demangled.
 #
-#   Benchmarks/harness/profile-throughput.sh [MESSAGES] [SIZE]      (defaults: 300000 100)
+#   Benchmarks/harness/profile-throughput.sh [MESSAGES] [SIZE] [--sessions]      (defaults: 300000 100)
+#
+# --sessions: both sides offer resumable sessions, the library's default (`peerkit-bench`'s own
+# default is without them, as in every round's figures).
 #
 # Needs perf (apt-get install linux-perf) and a release build (`swift build -c release
 # --product peerkit-bench`). Leaves sink.data and source.data in a temporary folder it names.
@@ -12,6 +15,8 @@ cd "$(dirname "$0")/../.."
 
 messages="${1:-300000}"
 size="${2:-100}"
+extra=()
+[ "${3:-}" = "--sessions" ] && extra=(--sessions)
 bench="$(swift build -c release --show-bin-path)/peerkit-bench"
 [ -x "$bench" ] || { echo "profile: $bench is missing; run swift build -c release --product peerkit-bench first." >&2; exit 1; }
 command -v perf >/dev/null || { echo "profile: perf is missing; install linux-perf." >&2; exit 1; }
@@ -20,7 +25,7 @@ window=$(( size > 4096 ? 64 : 20000 ))
 
 /usr/bin/time -f "sink: %U s user, %S s system, %w voluntary context switches" -o "$out/sink.time" \
     perf record -q -e cpu-clock -F 1999 --call-graph dwarf,16384 -o "$out/sink.data" \
-    "$bench" sink --ack-every $(( window / 2 )) --service-type bprofile --timeout 120 >"$out/sink.out" 2>"$out/sink.err" &
+    "$bench" sink --ack-every $(( window / 2 )) --service-type bprofile --timeout 120 "${extra[@]}" >"$out/sink.out" 2>"$out/sink.err" &
 sink_pid=$!
 for _ in $(seq 100); do grep -q ready "$out/sink.out" 2>/dev/null && break; sleep 0.1; done
 port="$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$out/sink.out" | head -1)"
@@ -29,7 +34,7 @@ port="$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$out/sink.out" | head -1)"
 /usr/bin/time -f "source: %U s user, %S s system, %w voluntary context switches" -o "$out/source.time" \
     perf record -q -e cpu-clock -F 1999 --call-graph dwarf,16384 -o "$out/source.data" \
     "$bench" source --connect "127.0.0.1:$port" --size "$size" --count "$messages" --window "$window" \
-    --service-type bprofile --timeout 120 2>"$out/source.err"
+    --service-type bprofile --timeout 120 "${extra[@]}" 2>"$out/source.err"
 wait "$sink_pid"
 
 echo "Result: $(tail -1 "$out/sink.out")"

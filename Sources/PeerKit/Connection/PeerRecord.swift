@@ -55,7 +55,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     var active: Connection? { link.current }
 
     /// Whether the peer has a session that has not ended (it may be suspended).
-    var hasLiveSession: Bool { session.map { !$0.isEnded } ?? false }
+    var hasLiveSession: Bool { session?.isEnded == false }
 
     /// Whether the peer counts as connected: it has a connection, switches to one, or is
     /// suspended within its resume window.
@@ -70,12 +70,14 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// session's tail holds charged to the transceiver's budget. Changes nothing; it
     /// is `mutating` so that it is called on the record in its dictionary, in place
     /// (`state.peers.values[index].outboxProbe()`): a getter would be called on a copy, a retain
-    /// and a release of each of its references, for every message handled.
+    /// and a release of each of its references, for every message handled. The session is read
+    /// through `session?.`, in place, for the same reason: `guard let session` would copy it,
+    /// its retransmit tail and waiters included.
     mutating func outboxProbe() -> (connection: Connection?, held: Int, sessionCharged: Int)? {
         guard isConnected else { return nil }
-        guard let session else { return (active, link.heldBytes, 0) }
-        if session.isFull { return (nil, .max, session.chargedBytes) }
-        return (active, link.heldBytes, session.chargedBytes)
+        guard let sessionCharged = session?.chargedBytes else { return (active, link.heldBytes, 0) }
+        if session?.isFull == true { return (nil, .max, sessionCharged) }
+        return (active, link.heldBytes, sessionCharged)
     }
 
     /// The peer as events and lists show it now.
