@@ -5,14 +5,14 @@ import NIOConcurrencyHelpers
 /// ``PeerConfiguration/maximumQueuedInboundBytes``.
 ///
 /// Each connection's limit bounds one peer; this bounds them all, whatever the number of
-/// connections: a message counts from its frame's arrival to the end of its handler (or until it
-/// is dropped). Over the budget, the connection whose message went over stops reading; every
-/// connection paused so resumes once the total is down to half the budget. A message that is the
-/// only one its connection has waiting never pauses it: peers that hold the budget (their
+/// connections: a message counts from the end of the read that brought it to the end of its handler
+/// (or until it is dropped). Over the budget, the connection whose message went over stops reading;
+/// every connection paused so resumes once the total is down to half the budget. A message that is
+/// the only one its connection has waiting never pauses it: peers that hold the budget (their
 /// handlers held back, say, because they do not read their answers) cannot lock out a peer that
 /// sends one request and waits for its answer. So an attacker who opens many connections, each
-/// within its own limit, makes the process hold at most this much plus one message per
-/// connection (with a frame read before the pause took effect), and is paused itself.
+/// within its own limit, makes the process hold at most this much plus, per connection, the
+/// messages of the read that went over (a connection takes them in together), and is paused itself.
 final class InboundBudget: Sendable {
     /// The budget in bytes.
     let limit: Int

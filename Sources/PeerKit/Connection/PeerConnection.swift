@@ -19,7 +19,7 @@ import NIOCore
 /// outbox: it does not multiply the memory, so it is not charged; a resumable session's frames are
 /// charged by the session, which keeps them until they are acknowledged).
 ///
-/// **Inbound.** Messages handed to the dispatcher are counted (``inboundAccepted(_:)``) until
+/// **Inbound.** Messages handed to the dispatcher are counted (``inboundAccepted(_:messages:)``) until
 /// their handlers ran (``inboundHandled(_:)``); over ``PeerConfiguration/maximumQueuedInboundBytes``
 /// the handler stops reading from the socket, and reading resumes once half of that is handled.
 ///

@@ -101,14 +101,14 @@ public struct PeerConfiguration: Sendable {
     /// the sender) until the handlers have caught up; the peer is not disconnected for it.
     public var maximumQueuedInboundBytes: Int
     /// How many bytes of all peers' messages together may wait for their handlers. Defaults to
-    /// 32 MiB (eight peers at their ``maximumQueuedInboundBytes``). A message counts from its
-    /// frame's arrival to the end of its handler; over the budget, the connection that went over
-    /// stops reading (unless that message is the only one it has waiting: peers holding the
-    /// budget cannot stop one that sends a request and waits for its answer), and every
-    /// connection paused for it resumes once the total is down to half.
-    /// So many connections, each within its own limit, cannot together make the process hold
-    /// more than this (plus one message per connection). Requests of a peer that disconnected are
-    /// dropped unhandled and count no longer.
+    /// 32 MiB (eight peers at their ``maximumQueuedInboundBytes``). A message counts from the end
+    /// of the read that brought it to the end of its handler; over the budget, the connection that
+    /// went over stops reading (unless that message is the only one it has waiting: peers holding
+    /// the budget cannot stop one that sends a request and waits for its answer), and every
+    /// connection paused for it resumes once the total is down to half. So many connections, each
+    /// within its own limit, cannot together make the process hold more than this, plus, per
+    /// connection, the messages of the read that went over. Requests of a peer that disconnected
+    /// are dropped unhandled and count no longer.
     public var maximumTotalQueuedInboundBytes: Int
     /// How many bytes may wait to be sent to all peers together: a bound, not a trigger, on top of
     /// each peer's ``maximumQueuedOutboundBytes``. Defaults to 128 MiB (four peers at their limit).
