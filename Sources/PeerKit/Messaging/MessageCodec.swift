@@ -30,6 +30,15 @@ struct EncodedMessage: Sendable {
         frame = try PayloadEncoder.encode(value, appendingTo: consume frame)
         let payloadEnd = frame.writerIndex
         EnvelopeEncoder.writeTail(lengthIndex: lengthIndex, into: &frame)
+        if capacity > WireKey.minimumFrameCapacity, frame.readableBytes * 2 < frame.capacity {
+            // Started for a larger frame of its type (``WireKey``): it does not keep that room
+            // in an outbox, which counts its bytes. A buffer grown from the smallest one holds
+            // at most twice its bytes; so does this. The frame starts at index 0, so the
+            // payload's indexes hold in the copy.
+            var exact = allocator.buffer(capacity: frame.readableBytes)
+            exact.writeImmutableBuffer(frame)
+            frame = exact
+        }
         // The payload is a view of the finished frame's bytes: moving a copy's indices shares the
         // storage, and neither is written again, so neither is ever copied.
         var payload = frame

@@ -36,6 +36,25 @@ struct WireKeyTests {
         #expect(key.frameCapacity == WireKey.minimumFrameCapacity)
     }
 
+    @Test("a frame much smaller than the last of its type is not left in the buffer made for that one, and a huge frame does not make the next one start huge")
+    func smallAfterLarge() throws {
+        struct Varied: Codable { var text: String }
+        let key = wireKey(of: Varied.self)
+        _ = try MessageCodec.encode(Varied(text: String(repeating: "x", count: 20_000)))
+        #expect(key.frameCapacity > 20_000)
+
+        let small = try MessageCodec.encode(Varied(text: "hi"))
+        let frame = small.frame()
+        // An outbox counts the frame's bytes: the buffer holds at most twice them, as a buffer
+        // grown from the smallest one would.
+        #expect(frame.capacity <= max(WireKey.minimumFrameCapacity, 2 * frame.readableBytes))
+        #expect(String(buffer: small.payload) == #"{"text":"hi"}"#)
+        #expect(frame == (try EncodedMessage(type: key.name, encoding: Varied(text: "hi"))).frame())
+
+        _ = try MessageCodec.encode(Varied(text: String(repeating: "y", count: 200_000)))
+        #expect(key.frameCapacity == WireKey.maximumFrameCapacity)
+    }
+
     @Test("every caller gets the same key for a type, however many ask at once, and a PeerMessage names its own")
     func oneKeyPerType() async {
         struct Raced: Codable {}
