@@ -22,6 +22,8 @@ func wireKey<T>(of type: T.Type) -> WireKey {
 final class WireKey: Sendable {
     /// The smallest buffer a frame is started in.
     static let minimumFrameCapacity = 128
+    /// The largest buffer a frame is started in; a larger frame grows as any buffer does.
+    static let maximumFrameCapacity = 64 * 1024
 
     /// The wire key.
     let name: String
@@ -30,9 +32,6 @@ final class WireKey: Sendable {
     init(name: String) {
         self.name = name
     }
-
-    /// The largest buffer a frame is started in; a larger frame grows as any buffer does.
-    static let maximumFrameCapacity = 64 * 1024
 
     /// The capacity to start this type's next frame with: the last one's size and an eighth
     /// more, for a payload that grew a little (a longer number, a longer name), within
