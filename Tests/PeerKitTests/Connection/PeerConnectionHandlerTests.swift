@@ -60,6 +60,14 @@ struct PeerConnectionHandlerTests {
         return channel
     }
 
+    /// A channel whose handshake with ``remote`` is done, and its connection.
+    func establishedChannel(delegate: RecordingDelegate, inboundLimit: Int) throws -> (EmbeddedChannel, PeerConnection) {
+        let box = NIOLockedValueBox<PeerConnection?>(nil)
+        let channel = try makeChannel(delegate: delegate, inboundLimit: inboundLimit, connection: box)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        return (channel, try #require(box.withLockedValue { $0 }))
+    }
+
     /// Every frame written so far, as envelope JSON text.
     func written(_ channel: EmbeddedChannel) throws -> [String] {
         var frames: [String] = []
@@ -166,10 +174,7 @@ struct PeerConnectionHandlerTests {
     @Test("reading pauses while a peer's messages wait for their handlers, and resumes once they are handled")
     func backpressure() throws {
         let delegate = RecordingDelegate()
-        let box = NIOLockedValueBox<PeerConnection?>(nil)
-        let channel = try makeChannel(delegate: delegate, inboundLimit: 1000, connection: box)
-        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
-        let connection = try #require(box.withLockedValue { $0 })
+        let (channel, connection) = try establishedChannel(delegate: delegate, inboundLimit: 1000)
         let note = ByteBuffer.frame(#"{"type":"Note","payload":{"text":"hello"}}"#)
         var costs: [Int] = []
         for _ in 0..<4 {
@@ -215,10 +220,7 @@ struct PeerConnectionHandlerTests {
     @Test("the messages of one read are counted against the inbound limit together, before they are handed on, and reading pauses before the next read")
     func oneReadCountedTogether() throws {
         let delegate = RecordingDelegate()
-        let box = NIOLockedValueBox<PeerConnection?>(nil)
-        let channel = try makeChannel(delegate: delegate, inboundLimit: 1000, connection: box)
-        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
-        let connection = try #require(box.withLockedValue { $0 })
+        let (channel, connection) = try establishedChannel(delegate: delegate, inboundLimit: 1000)
         var read = ByteBuffer()
         for _ in 0..<4 { read.writeImmutableBuffer(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"hello"}}"#)) }
         try channel.writeInbound(read)
