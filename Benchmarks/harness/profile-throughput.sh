@@ -16,7 +16,11 @@ cd "$(dirname "$0")/../.."
 messages="${1:-300000}"
 size="${2:-100}"
 extra=()
-[ "${3:-}" = "--sessions" ] && extra=(--sessions)
+case "${3:-}" in
+    "") ;;
+    --sessions) extra=(--sessions) ;;
+    *) echo "profile: the third argument can only be --sessions, not \"$3\"." >&2; exit 2 ;;
+esac
 bench="$(swift build -c release --show-bin-path)/peerkit-bench"
 [ -x "$bench" ] || { echo "profile: $bench is missing; run swift build -c release --product peerkit-bench first." >&2; exit 1; }
 command -v perf >/dev/null || { echo "profile: perf is missing; install linux-perf." >&2; exit 1; }
