@@ -1236,7 +1236,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             maximumQueuedOutboundBytes: configuration.maximumQueuedOutboundBytes,
             slowPeerGracePeriod: configuration.slowPeerGracePeriod,
             maximumTotalQueuedOutboundBytes: configuration.maximumTotalQueuedOutboundBytes,
-            requiresAuthenticatedPeerID: configuration.security.security.boundPeerID != nil
+            requiresAuthenticatedPeerID: configuration.security.security.boundPeerID != nil,
+            drivesHeartbeat: direction == .outbound
         )
         let limit = FrameLengthLimit(configuration.maximumHandshakeFrameLength)
         let inboundLimit = configuration.maximumQueuedInboundBytes

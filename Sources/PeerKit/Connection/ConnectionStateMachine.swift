@@ -36,6 +36,9 @@ struct ConnectionStateMachine {
         /// Certificates mode: the peer's hello must carry the fingerprint of the certificate the
         /// TLS handshake verified (``ConnectionStateMachine/peerAuthenticated(fingerprint:)``).
         var requiresAuthenticatedPeerID = false
+        /// Whether this side drives the link's heartbeat (the side that dialled): see
+        /// ``ConnectionStateMachine/pingAfter``.
+        var drivesHeartbeat = true
 
         /// How often the handler calls ``ConnectionStateMachine/heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:heldOfSpentBudget:)``:
         /// often enough that a silent peer is noticed within a tenth of the timeout of its due
@@ -374,11 +377,27 @@ struct ConnectionStateMachine {
             if silence >= configuration.peerTimeout {
                 return fail(.timedOut(silence: silence))
             }
-            if silence >= configuration.heartbeatInterval, outstandingPing == nil {
+            if silence >= pingAfter, outstandingPing == nil {
                 return .send(.ping(id: nextPingID(now: now)))
             }
             return .none
         }
+    }
+
+    /// The silence after which an open connection is pinged: half a tick less than the heartbeat
+    /// interval on the side that drives the heartbeat, half a tick more on the other (when that
+    /// stays below the timeout). Both ends tick together (the real clock's ticks fall on a grid
+    /// every process shares, see ``PeerClock/repeating(on:every:_:)``) and each counts its
+    /// silence from the last exchange, so with one threshold both would be due at the same tick,
+    /// and an idle link would carry two pings and two pongs where one of each proves both ends
+    /// alive. So the driver pings at the tick that ends its interval, and the other end pings only
+    /// when the driver's ping is a tick overdue (the driver is busy, frozen, or gone). Timeouts
+    /// are the same on both ends.
+    private var pingAfter: TimeAmount {
+        let interval = configuration.heartbeatInterval.nanoseconds
+        let half = configuration.tickInterval.nanoseconds / 2
+        if configuration.drivesHeartbeat { return .nanoseconds(interval - half) }
+        return .nanoseconds(interval + half < configuration.peerTimeout.nanoseconds ? interval + half : interval)
     }
 
     /// Whether `condition` has held, tick after tick, for `grace` as of `now`; `since` keeps when

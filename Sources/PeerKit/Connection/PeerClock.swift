@@ -4,13 +4,14 @@ import Synchronization
 /// The clock every PeerKit timer reads: ``PeerConfiguration/clock``, seen as offsets from the
 /// moment the transceiver was made.
 ///
-/// With the default `ContinuousClock` the timers are the event loops' own (`scheduleTask`,
-/// `scheduleRepeatedTask`) and "now" is the loop's `now`, so real time costs nothing extra: no
-/// `Task` per timer. With any other clock (a test's manual clock) a timer is a `Task` that sleeps
-/// on that clock until an absolute deadline and then runs its body on the event loop, and "now"
-/// is the clock's reading, so advancing the clock fires exactly the timers that are due. A
-/// deadline is fixed when the timer is made, so a timer whose task starts late (after the clock
-/// already passed its deadline) fires at once rather than late.
+/// With the default `ContinuousClock` the timers are the event loops' own (`scheduleTask`; a
+/// repeating one falls on a grid that all processes share, see ``repeating(on:every:_:)``) and
+/// "now" is the loop's `now`, so real time costs nothing extra: no `Task` per timer. With any
+/// other clock (a test's manual clock) a timer is a `Task` that sleeps on that clock until an
+/// absolute deadline and then runs its body on the event loop, and "now" is the clock's reading,
+/// so advancing the clock fires exactly the timers that are due. A deadline is fixed when the
+/// timer is made, so a timer whose task starts late (after the clock already passed its
+/// deadline) fires at once rather than late.
 ///
 /// Every timer of a non-real clock is kept in a table with its deadline until its body has run
 /// on the event loop (or it is cancelled): ``hasDueTimers`` says whether one is due and has not
@@ -132,12 +133,18 @@ struct PeerClock: Sendable {
     /// returned timer is cancelled. Ticks of a non-real clock are due at whole multiples of
     /// `interval` from now, so a clock advanced by ten intervals delivers ten ticks, each with its
     /// own time, however late their task runs.
+    ///
+    /// Ticks of the real clock fall on whole multiples of `interval` of the machine's monotonic
+    /// clock (NIO's uptime), which every process on the machine shares: all timers of one interval
+    /// tick together, in every event loop and every process, so their work wakes the machine once
+    /// rather than at as many scattered moments. (NIO's repeated task counts each delay from the
+    /// end of the last run, so its ticks drift apart.) A tick that runs more than an interval late
+    /// skips the grid points it missed, as a repeated task would not come sooner either.
     func repeating(on eventLoop: any EventLoop, every interval: Duration, _ tick: @escaping @Sendable (NIODeadline) -> Void) -> PeerTimer {
         if isReal {
-            let task = eventLoop.scheduleRepeatedTask(initialDelay: interval.timeAmount, delay: interval.timeAmount) { _ in
-                tick(eventLoop.now)
-            }
-            return PeerTimer(repeated: task)
+            let grid = PeerTimer.Grid()
+            Self.tickOnGrid(grid, on: eventLoop, every: UInt64(max(1, interval.nanosecondsClamped)), tick)
+            return PeerTimer(grid: grid)
         }
         let start = offsetNow()
         let cancelled = PeerTimer.Flag()
@@ -160,6 +167,21 @@ struct PeerClock: Sendable {
             timers.remove(id)
         }
         return PeerTimer(task: task, flag: cancelled) { timers.remove(id) }
+    }
+}
+
+extension PeerClock {
+    /// Schedules the next tick of `grid` at the first multiple of `interval` nanoseconds of
+    /// uptime after now; that tick schedules the one after it.
+    fileprivate static func tickOnGrid(_ grid: PeerTimer.Grid, on eventLoop: any EventLoop, every interval: UInt64, _ tick: @escaping @Sendable (NIODeadline) -> Void) {
+        let now = eventLoop.now.uptimeNanoseconds
+        let next = (now / interval + 1) * interval
+        let scheduled = eventLoop.scheduleTask(deadline: .uptimeNanoseconds(next)) {
+            guard !grid.isCancelled else { return }
+            tick(eventLoop.now)
+            tickOnGrid(grid, on: eventLoop, every: interval, tick)
+        }
+        grid.replace(scheduled)
     }
 }
 
@@ -212,16 +234,43 @@ struct PeerTimer: Sendable {
         func set() { value.store(true, ordering: .releasing) }
     }
 
+    /// A real clock's repeating timer (``PeerClock/repeating(on:every:_:)``): its next tick's
+    /// scheduled task, replaced at every tick.
+    final class Grid: Sendable {
+        private let state = Mutex<(next: Scheduled<Void>?, cancelled: Bool)>((nil, false))
+
+        var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+        /// Keeps `next` as the task to cancel; cancels it at once when the timer was cancelled
+        /// meanwhile (from another thread, while the tick before it ran).
+        func replace(_ next: Scheduled<Void>) {
+            let cancelled = state.withLock { state -> Bool in
+                if !state.cancelled { state.next = next }
+                return state.cancelled
+            }
+            if cancelled { next.cancel() }
+        }
+
+        func cancel() {
+            let next = state.withLock { state -> Scheduled<Void>? in
+                state.cancelled = true
+                defer { state.next = nil }
+                return state.next
+            }
+            next?.cancel()
+        }
+    }
+
     private enum Kind: Sendable {
         case scheduled(Scheduled<Void>)
-        case repeated(RepeatedTask)
+        case grid(Grid)
         case task(Task<Void, Never>, Flag, removeFromTable: @Sendable () -> Void)
     }
 
     private let kind: Kind
 
     init(scheduled: Scheduled<Void>) { kind = .scheduled(scheduled) }
-    init(repeated: RepeatedTask) { kind = .repeated(repeated) }
+    init(grid: Grid) { kind = .grid(grid) }
     init(task: Task<Void, Never>, flag: Flag, removeFromTable: @escaping @Sendable () -> Void) {
         kind = .task(task, flag, removeFromTable: removeFromTable)
     }
@@ -230,7 +279,7 @@ struct PeerTimer: Sendable {
     func cancel() {
         switch kind {
         case let .scheduled(scheduled): scheduled.cancel()
-        case let .repeated(repeated): repeated.cancel()
+        case let .grid(grid): grid.cancel()
         case let .task(task, flag, removeFromTable):
             flag.set()
             task.cancel()

@@ -221,6 +221,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Whether reading is paused because this peer's messages wait for their handlers.
     var isReadingPaused: Bool { state.withLockedValue { $0.readingPaused } }
 
+    /// ``queuedOutboundBytes`` and ``isReadingPaused`` under one lock: what every heartbeat tick
+    /// reads, for every connection.
+    var heartbeatFigures: (queuedOutboundBytes: Int, readingPaused: Bool) {
+        state.withLockedValue { ($0.queuedBytes, $0.readingPaused) }
+    }
+
     /// Records the peer's hello once the handshake completed and, in certificates mode, its
     /// verified public-key fingerprint.
     func setRemote(_ hello: Hello, fingerprint: String? = nil) {

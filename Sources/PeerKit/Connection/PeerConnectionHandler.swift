@@ -106,10 +106,11 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         let interval = stateMachine.configuration.tickInterval
         let late = lastTick.map { now - $0 - interval } ?? .zero
         lastTick = now
+        let figures = connection.heartbeatFigures
         let action = stateMachine.heartbeat(
             now: now,
-            queuedOutboundBytes: connection.queuedOutboundBytes,
-            readingPaused: connection.isReadingPaused,
+            queuedOutboundBytes: figures.queuedOutboundBytes,
+            readingPaused: figures.readingPaused,
             stalledFor: late > interval ? late : .zero,
             heldOfSpentBudget: connection.outboundBudget?.isNearlySpent == true ? connection.heldOfOutboundBudget : 0
         )

@@ -102,8 +102,10 @@ struct ConnectionStateMachineTests {
     @Test("an idle peer is pinged once per silence, and one silent past the timeout is dropped")
     func heartbeat() throws {
         var machine = try established()
-        #expect(machine.heartbeat(now: start + .milliseconds(400)) == .none)
-        #expect(machine.heartbeat(now: start + .milliseconds(500)) == .send(.ping(id: "ping-1")))
+        // The side that dialled drives the heartbeat: it pings at the tick nearest the end of
+        // the interval, so from half a tick (125 ms) before it.
+        #expect(machine.heartbeat(now: start + .milliseconds(374)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(375)) == .send(.ping(id: "ping-1")))
         // The ping is outstanding: no second ping.
         #expect(machine.heartbeat(now: start + .milliseconds(1000)) == .none)
         #expect(machine.heartbeat(now: start + .milliseconds(2499)) == .none)
@@ -129,10 +131,73 @@ struct ConnectionStateMachineTests {
         var machine = try established()
         #expect(machine.heartbeat(now: start + .milliseconds(500)) == .send(.ping(id: "ping-1")))
         _ = machine.frameReceived(try envelope(#"{"type":"peerkit.pong","replyTo":"ping-1","payload":{}}"#), now: start + .milliseconds(600))
-        #expect(machine.heartbeat(now: start + .milliseconds(1000)) == .none)
-        #expect(machine.heartbeat(now: start + .milliseconds(1100)) == .send(.ping(id: "ping-2")))
+        #expect(machine.heartbeat(now: start + .milliseconds(974)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(975)) == .send(.ping(id: "ping-2")))
         #expect(machine.heartbeat(now: start + .milliseconds(3099)) == .none)
         #expect(machine.heartbeat(now: start + .milliseconds(3100)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
+    }
+
+    @Test("the side that did not dial pings only when the dialler's ping is a tick overdue, and times out alike")
+    func answeringSidePingsLate() throws {
+        var configuration = machine().configuration
+        configuration.drivesHeartbeat = false
+        var machine = Machine(configuration: configuration)
+        _ = machine.activated(now: start)
+        _ = machine.frameReceived(try helloEnvelope(remote), now: start)
+        #expect(machine.heartbeat(now: start + .milliseconds(624)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(625)) == .send(.ping(id: "ping-1")))
+        #expect(machine.heartbeat(now: start + .milliseconds(2499)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(2500)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
+    }
+
+    /// Runs two ends of an idle link for `seconds`, both ticking on one grid (every 250 ms, as
+    /// ``PeerClock`` ticks real timers), each frame arriving `latency` after it was sent; returns
+    /// how many pings each end sent.
+    func idleLink(seconds: Int, latency: TimeAmount, bothDrive: Bool = false) throws -> (dialler: Int, answerer: Int) {
+        var dialler = try established()
+        var answerer = try established()
+        if !bothDrive {
+            var configuration = answerer.configuration
+            configuration.drivesHeartbeat = false
+            answerer = Machine(configuration: configuration)
+            _ = answerer.activated(now: start)
+            _ = answerer.frameReceived(try helloEnvelope(remote), now: start)
+        }
+        var pings = (dialler: 0, answerer: 0)
+        let tick = dialler.configuration.tickInterval
+        for step in 1...(seconds * 4) {
+            let now = start + .nanoseconds(tick.nanoseconds * Int64(step))
+            // Both ends tick at once, and decide before either's ping arrives; each ping is
+            // answered, and its pong arrives, within the tick.
+            let actions = (dialler: dialler.heartbeat(now: now), answerer: answerer.heartbeat(now: now))
+            for diallerSide in [true, false] {
+                guard case let .send(.ping(id)) = diallerSide ? actions.dialler : actions.answerer else { continue }
+                if diallerSide { pings.dialler += 1 } else { pings.answerer += 1 }
+                let ping = try envelope(#"{"type":"peerkit.ping","id":"\#(id)","payload":{}}"#)
+                let pong = try envelope(#"{"type":"peerkit.pong","replyTo":"\#(id)","payload":{}}"#)
+                if diallerSide {
+                    _ = answerer.frameReceived(ping, now: now + latency)
+                    _ = dialler.frameReceived(pong, now: now + latency + latency)
+                } else {
+                    _ = dialler.frameReceived(ping, now: now + latency)
+                    _ = answerer.frameReceived(pong, now: now + latency + latency)
+                }
+            }
+        }
+        #expect(dialler.isOpen && answerer.isOpen)
+        return pings
+    }
+
+    @Test("an idle link whose ends tick together makes one exchange per interval, the dialler's")
+    func oneExchangePerInterval() throws {
+        // 10 s at a 500 ms interval: 20 exchanges, all pinged by the dialler.
+        for latency in [TimeAmount.microseconds(50), .milliseconds(20)] {
+            let pings = try idleLink(seconds: 10, latency: latency)
+            #expect(pings.dialler == 20 && pings.answerer == 0, "latency \(latency)")
+        }
+        // Were both ends to drive, both would be due at the same ticks: twice the pings.
+        let both = try idleLink(seconds: 10, latency: .microseconds(50), bothDrive: true)
+        #expect(both.dialler + both.answerer > 20)
     }
 
     @Test("no hello within the handshake timeout fails the connection")

@@ -1,6 +1,7 @@
 import Clocks
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
 import NIOPosix
 import Testing
 
@@ -58,5 +59,22 @@ struct PeerClockTests {
         timer.cancel()
         let expected = [250, 500, 750, 1_000].map { clock.deadline(atOffset: .milliseconds($0)) }
         #expect(ticks.withLockedValue { $0 } == expected)
+    }
+
+    @Test("the real clock's repeating ticks fall on whole multiples of the interval, wherever the timer started, so every process ticks together")
+    func realTicksOnSharedGrid() throws {
+        let eventLoop = EmbeddedEventLoop()
+        defer { try? eventLoop.syncShutdownGracefully() }
+        let ticks = NIOLockedValueBox<[UInt64]>([])
+        // Made 30 ms past a multiple of 250 ms: the first tick comes 220 ms later, not 250 ms.
+        eventLoop.advanceTime(to: .uptimeNanoseconds(1_030_000_000))
+        let timer = PeerClock.continuous.repeating(on: eventLoop, every: .milliseconds(250)) { now in
+            ticks.withLockedValue { $0.append(now.uptimeNanoseconds / 1_000_000) }
+        }
+        eventLoop.advanceTime(to: .uptimeNanoseconds(2_000_000_000))
+        #expect(ticks.withLockedValue { $0 } == [1_250, 1_500, 1_750, 2_000])
+        timer.cancel()
+        eventLoop.advanceTime(by: .seconds(1))
+        #expect(ticks.withLockedValue { $0 }.count == 4)
     }
 }
