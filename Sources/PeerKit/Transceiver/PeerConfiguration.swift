@@ -200,9 +200,9 @@ public struct PeerConfiguration: Sendable {
     /// ``peerTimeout``: an idle link then carries one ping and one pong every 1.25 s, and a pong
     /// has 1.25 s to come back before the peer counts as gone. Anything the peer sends counts, and
     /// a ping it sends answers ours, so a busy link or one pinged from the other end sends none.
-    /// On an idle link the side that dialled pings, within half a tick (a tenth of
-    /// ``peerTimeout``, at most half this interval) of the interval's end; the other side only a
-    /// tick after it, should that ping not come.
+    /// On an idle link the side that dialled pings, at the heartbeat tick nearest the interval's
+    /// end (ticks come every tenth of ``peerTimeout``, at most every half interval); the other
+    /// side pings only a tick later, should that ping not come.
     public var heartbeatInterval: Duration
     /// How long a peer may stay silent before it is disconnected. Any bytes from it count, so a
     /// peer in the middle of sending a large frame is never silent. Defaults to 2.5 s.

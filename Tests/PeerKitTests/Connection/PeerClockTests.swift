@@ -9,7 +9,8 @@ import Testing
 
 /// `PeerConfiguration.clock` takes any `Clock<Duration>`: PeerKit's timers on swift-clocks'
 /// `TestClock`, with no test network, fire when the clock passes their deadlines and not before.
-@Suite("PeerClock on swift-clocks' TestClock")
+/// Last, the real clock's repeating timer on an `EmbeddedEventLoop`, whose time the test sets.
+@Suite("PeerClock on swift-clocks' TestClock, and the real clock's grid")
 struct PeerClockTests {
     let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
 
