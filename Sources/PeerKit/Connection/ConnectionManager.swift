@@ -1291,6 +1291,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var switched: (waiters: [CheckedContinuation<Void, Never>], timer: PeerTimer?)?
         var resume: (frame: ByteBuffer, resumed: Bool)?
         var tieBreak: (peer: Peer, newWins: Bool)?
+        let now = configuration.clock.now(on: connection.channel.eventLoop)
+        connection.markEstablished(at: now)
+        let interval = configuration.heartbeatInterval
         let (retired, reached) = withState { state -> (PeerConnection?, (name: String, attempts: Int)?) in
             guard state.running else { return (nil, nil) }
             // Connected again: an earlier failure is no longer why it cannot be sent to.
@@ -1320,7 +1323,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 if record.link.current === connection { connection.setSessionShare(record.session?.share) }
             }
 
-            switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID, isQuiet: { $0.isQuiet }) {
+            // An existing connection that went quiet, or that is a heartbeat interval older than this
+            // one, is presumed lost: the peer dialled because it lost it (TieBreak).
+            let presumedLost = { (existing: PeerConnection) in
+                TieBreak.presumedLost(quiet: existing.isQuiet, establishedAt: existing.establishedAt, now: now, heartbeatInterval: interval)
+            }
+            switch record.link.established(connection, direction: connection.direction, localPeerID: localPeerID, remotePeerID: remote.peerID, presumedLost: presumedLost) {
             case .connected:
                 // A suspended peer is back: it was connected all along, for the user.
                 if !wasAvailable { state.emit(.peerAdded(record.snapshot)) }

@@ -125,6 +125,8 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var pausedByBudget = false
         /// Nothing arrived for a heartbeat interval, as of the last heartbeat tick.
         var quiet = false
+        /// When the handshake completed and the peer was admitted (``markEstablished(at:)``).
+        var establishedAt: NIODeadline?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -165,6 +167,16 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Records the heartbeat's view of the connection's silence (on the event loop, when it changes).
     func setQuiet(_ quiet: Bool) {
         state.withLockedValue { $0.quiet = quiet }
+    }
+
+    /// When the connection's handshake completed and its peer was admitted, on the transceiver's
+    /// clock; nil before. A tie-break presumes an existing connection lost when a new one comes a
+    /// heartbeat interval or more after it (``TieBreak``).
+    var establishedAt: NIODeadline? { state.withLockedValue { $0.establishedAt } }
+
+    /// Records when the connection's peer was admitted (``establishedAt``).
+    func markEstablished(at now: NIODeadline) {
+        state.withLockedValue { $0.establishedAt = now }
     }
 
     /// The peer's hello, once the handshake completed.

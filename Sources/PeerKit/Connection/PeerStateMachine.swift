@@ -130,16 +130,17 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
         case switched(waiters: [Waiter], generation: Int)
     }
 
-    /// `connection` completed its handshake and its peer was admitted. `isQuiet` says whether
-    /// nothing arrived on a connection for a heartbeat interval (see ``TieBreak``).
-    mutating func established(_ connection: Connection, direction: TieBreak.Direction, localPeerID: String, remotePeerID: String, isQuiet: (Connection) -> Bool = { _ in false }) -> Established {
+    /// `connection` completed its handshake and its peer was admitted. `presumedLost` says whether
+    /// an existing connection is presumed lost, so that the new one replaces it whoever dialled
+    /// either (``TieBreak/presumedLost(quiet:establishedAt:now:heartbeatInterval:)``).
+    mutating func established(_ connection: Connection, direction: TieBreak.Direction, localPeerID: String, remotePeerID: String, presumedLost: (Connection) -> Bool = { _ in false }) -> Established {
         let link = Link(connection: connection, direction: direction)
         switch state {
         case .idle:
             state = .connected(link)
             return .connected
         case let .connected(existing):
-            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingIsQuiet: isQuiet(existing.connection))
+            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingPresumedLost: presumedLost(existing.connection))
             let loser = newWins ? existing.connection : connection
             if newWins { state = .connected(link) }
             retiring.append(loser)
@@ -147,7 +148,7 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
         case let .flushing(existing, hold):
             // A third connection while the winner takes over: the same rule; what is still held
             // goes to whichever survives.
-            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingIsQuiet: isQuiet(existing.connection))
+            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingPresumedLost: presumedLost(existing.connection))
             let loser = newWins ? existing.connection : connection
             if newWins { state = .flushing(link, hold) }
             retiring.append(loser)

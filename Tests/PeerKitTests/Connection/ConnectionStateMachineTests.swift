@@ -432,9 +432,25 @@ struct TieBreakTests {
     func quietExistingLoses() {
         for (existing, new) in [(TieBreak.Direction.outbound, TieBreak.Direction.inbound), (.inbound, .outbound), (.outbound, .outbound), (.inbound, .inbound)] {
             for (local, remote) in [("A", "B"), ("B", "A")] {
-                #expect(TieBreak.newConnectionWins(existing: existing, new: new, localPeerID: local, remotePeerID: remote, existingIsQuiet: true))
+                #expect(TieBreak.newConnectionWins(existing: existing, new: new, localPeerID: local, remotePeerID: remote, existingPresumedLost: true))
             }
         }
+    }
+
+    @Test("an existing connection is presumed lost once quiet, or once a heartbeat interval older than the new one")
+    func presumedLost() {
+        let interval = TimeAmount.milliseconds(1250)
+        let established = NIODeadline.uptimeNanoseconds(10_000_000_000)
+        // Two connections dialled at once complete their handshakes moments apart: neither is lost.
+        #expect(!TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + .milliseconds(300), heartbeatInterval: interval))
+        #expect(!TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + interval - .nanoseconds(1), heartbeatInterval: interval))
+        // A new connection an interval later or more: its dialler lost the old one, quiet or not
+        // (a host whose address went away still sends from it, so the old one can stay loud).
+        #expect(TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + interval, heartbeatInterval: interval))
+        #expect(TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + .seconds(3), heartbeatInterval: interval))
+        // Quiet, whatever its age; unknown age and not quiet: not lost.
+        #expect(TieBreak.presumedLost(quiet: true, establishedAt: established, now: established, heartbeatInterval: interval))
+        #expect(!TieBreak.presumedLost(quiet: false, establishedAt: nil, now: established + .seconds(60), heartbeatInterval: interval))
     }
 
     @Test("a connection is quiet once nothing arrived for a heartbeat interval, and not once something does")

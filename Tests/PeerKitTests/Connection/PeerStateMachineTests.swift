@@ -90,12 +90,45 @@ struct PeerStateMachineTests {
         _ = established(&machine, outbound, .outbound)
         // Seen from "a", its own outbound connection would win; but it went quiet: "b" lost it
         // (an address changed) and dialled again.
-        guard case let .retire(loser) = machine.established(inbound, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote, isQuiet: { $0 === outbound }) else {
+        guard case let .retire(loser) = machine.established(inbound, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote, presumedLost: { $0 === outbound }) else {
             Issue.record("no retire"); return
         }
         #expect(loser === outbound)
         #expect(machine.current === inbound)
         #expect(machine.isConnected)
+    }
+
+    @Test("a peer that lost the connection and dialled again is followed on both sides, though the old one is not quiet where it survives")
+    func olderConnectionLosesOnBothSides() {
+        // Seen on the simulated LAN: b ("b" > "a") lost its address, so the connection a dialled
+        // died for b alone (b's pings still reached a). b timed it out and dialled a again; on a,
+        // the old connection was not quiet and a's own dial, so the plain rule kept it, b got
+        // a's bye on its new connection and waited for a winner that b had already closed. With
+        // the old connection a heartbeat interval older than the new one, both keep the new one.
+        let interval = TimeAmount.milliseconds(1250)
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        let old = Connection("a→b"), new = Connection("b→a")
+        let establishedAt = [ObjectIdentifier(old): t0, ObjectIdentifier(new): t0 + .seconds(3)]
+        func lost(_ connection: Connection) -> Bool {
+            TieBreak.presumedLost(quiet: false, establishedAt: establishedAt[ObjectIdentifier(connection)], now: t0 + .seconds(3), heartbeatInterval: interval)
+        }
+        var a = Machine()
+        _ = a.established(old, direction: .outbound, localPeerID: "a", remotePeerID: "b")
+        guard case let .retire(loser) = a.established(new, direction: .inbound, localPeerID: "a", remotePeerID: "b", presumedLost: lost) else {
+            Issue.record("no retire"); return
+        }
+        #expect(loser === old)
+        #expect(a.current === new)
+        // Without its age, the old one wins on a: the plain rule, a's own dial.
+        var plain = Machine()
+        _ = plain.established(old, direction: .outbound, localPeerID: "a", remotePeerID: "b")
+        _ = plain.established(new, direction: .inbound, localPeerID: "a", remotePeerID: "b")
+        #expect(plain.current === old)
+        // Had b still held the old one, it would keep the new one too.
+        var b = Machine()
+        _ = b.established(old, direction: .inbound, localPeerID: "b", remotePeerID: "a")
+        _ = b.established(new, direction: .outbound, localPeerID: "b", remotePeerID: "a", presumedLost: lost)
+        #expect(b.current === new)
     }
 
     @Test("both sides keep the same connection whichever completes first")
