@@ -445,7 +445,7 @@ struct TieBreakTests {
         #expect(!TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + .milliseconds(300), heartbeatInterval: interval))
         #expect(!TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + interval - .nanoseconds(1), heartbeatInterval: interval))
         // A new connection an interval later or more: its dialler lost the old one, quiet or not
-        // (a host whose address went away still sends from it, so the old one can stay loud).
+        // (a host whose address went away can still send from it, so the old one can stay loud).
         #expect(TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + interval, heartbeatInterval: interval))
         #expect(TieBreak.presumedLost(quiet: false, establishedAt: established, now: established + .seconds(3), heartbeatInterval: interval))
         // Quiet, whatever its age; unknown age and not quiet: not lost.
