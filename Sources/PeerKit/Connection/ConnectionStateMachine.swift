@@ -370,34 +370,103 @@ struct ConnectionStateMachine {
             if readingPaused {
                 // Not reading, so not judging; the peer keeps hearing from us, once an interval.
                 lastHeard = now
-                if let sent = outstandingPing?.sent, now - sent < configuration.heartbeatInterval { return .none }
+                if let sent = outstandingPing?.sent, now < sent + repingAfter { return .none }
                 return .send(.ping(id: nextPingID(now: now)))
             }
             let silence = now - lastHeard
             if silence >= configuration.peerTimeout {
                 return fail(.timedOut(silence: silence))
             }
-            if silence >= pingAfter, outstandingPing == nil {
+            if outstandingPing == nil, now >= pingDue {
                 return .send(.ping(id: nextPingID(now: now)))
             }
             return .none
         }
     }
 
+    /// When ``heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:heldOfSpentBudget:)``
+    /// next has something to decide, if nothing arrives meanwhile; nil when it never will (the
+    /// connection is idle or ending). The ticker skips a connection until then, so an idle link
+    /// costs a tick where its ping or its timeout falls, not four ticks a second. What arrives
+    /// only pushes those times later, so a tick at the time given here is never too late, and at
+    /// worst finds nothing to do.
+    ///
+    /// What the handler passes in (the outbox, whether reading is paused) is looked at on every
+    /// beat at least (``pingDue``: about once a heartbeat interval), and every tick while a
+    /// limit's grace period runs.
+    func nextHeartbeat(now: NIODeadline) -> NIODeadline? {
+        switch state {
+        case .idle, .closing, .closed:
+            return nil
+        case let .handshaking(since):
+            return since + configuration.handshakeTimeout
+        case .open:
+            if overOutboundLimitSince != nil || holdingSpentBudgetSince != nil { return now }
+            // Looked at again on the next beat (``pingDue``) at the latest, about an interval
+            // away, whatever else is due: a look that ran late in a busy moment then does not
+            // move the next one off the beat.
+            let nextBeat = Self.beat(atOrAfter: now + .nanoseconds(configuration.tickInterval.nanoseconds / 2), interval: configuration.heartbeatInterval)
+            let due = min(lastHeard + configuration.peerTimeout, nextBeat)
+            if let sent = outstandingPing?.sent {
+                // Pinged again after an interval while this side does not read (``heartbeat``).
+                return min(due, sent + repingAfter)
+            }
+            return min(due, pingDue)
+        }
+    }
+
+    /// When this side pings, if nothing arrives before. Pings fall on *beats*, whole multiples of
+    /// the heartbeat interval on the clock every process of a machine shares (NIO's uptime), so
+    /// that every idle link of a machine pings at the same instant, and the ticks between beats
+    /// find nothing due and are skipped (``nextHeartbeat(now:)``); pings that fell where each
+    /// link's traffic last stopped would keep every loop awake at every tick.
+    ///
+    /// - The side that drives the heartbeat pings at the first beat after half a tick of silence,
+    ///   or after ``pingAfter`` of silence if that comes first (a heartbeat interval that is not
+    ///   a whole number of ticks): every idle link's exchange falls on the same beat from its
+    ///   second ping on.
+    /// - The other side pings at the first beat after ``pingAfter`` of silence (only when the
+    ///   driver's ping at a beat did not come), or a tick before its timeout if that comes first.
+    private var pingDue: NIODeadline {
+        let afterSilence = lastHeard + pingAfter
+        guard configuration.drivesHeartbeat else {
+            let beforeTimeout = lastHeard + configuration.peerTimeout - configuration.tickInterval
+            return min(Self.beat(atOrAfter: afterSilence, interval: configuration.heartbeatInterval), max(afterSilence, beforeTimeout))
+        }
+        let beat = Self.beat(atOrAfter: lastHeard + .nanoseconds(configuration.tickInterval.nanoseconds / 2), interval: configuration.heartbeatInterval)
+        return min(afterSilence, beat)
+    }
+
+    /// The first whole multiple of `interval` at or after `time`.
+    static func beat(atOrAfter time: NIODeadline, interval: TimeAmount) -> NIODeadline {
+        let interval = UInt64(max(1, interval.nanoseconds))
+        let (beats, remainder) = time.uptimeNanoseconds.quotientAndRemainder(dividingBy: interval)
+        let (beat, overflow) = (beats + (remainder == 0 ? 0 : 1)).multipliedReportingOverflow(by: interval)
+        return overflow ? .distantFuture : .uptimeNanoseconds(beat)
+    }
+
     /// The silence after which an open connection is pinged: half a tick less than the heartbeat
     /// interval on the side that drives the heartbeat, half a tick more on the other (when that
     /// stays below the timeout). Both ends tick together (the real clock's ticks fall on a grid
-    /// every process shares, see ``PeerClock/repeating(on:every:_:)``) and each counts its
-    /// silence from the last exchange, so with one threshold both would be due at the same tick,
-    /// and an idle link would carry two pings and two pongs where one of each proves both ends
-    /// alive. So the driver pings at the tick that ends its interval, and the other end pings only
-    /// when the driver's ping is a tick overdue (the driver is busy, frozen, or gone). Timeouts
-    /// are the same on both ends.
+    /// every process shares, see ``HeartbeatTicker``) and each counts its silence from the last
+    /// exchange, so with one threshold both would be due at the same tick, and an idle link would
+    /// carry two pings and two pongs where one of each proves both ends alive. So the driver
+    /// pings at the tick that ends its interval (or the beat before it, ``pingDue``), and the
+    /// other end pings only at the beat after its longer silence, when the driver's ping is a
+    /// beat overdue (the driver is busy, frozen, or gone). Timeouts are the same on both ends.
     private var pingAfter: TimeAmount {
         let interval = configuration.heartbeatInterval.nanoseconds
         let half = configuration.tickInterval.nanoseconds / 2
         if configuration.drivesHeartbeat { return .nanoseconds(interval - half) }
         return .nanoseconds(interval + half < configuration.peerTimeout.nanoseconds ? interval + half : interval)
+    }
+
+    /// How long after its last ping a side that does not read pings again: a heartbeat interval,
+    /// less half a tick. A ping is sent a little after the grid tick that was due (the event
+    /// loop's `now`), so a whole interval after it would fall a little after the grid tick an
+    /// interval later, and wait for the tick after that.
+    private var repingAfter: TimeAmount {
+        .nanoseconds(configuration.heartbeatInterval.nanoseconds - configuration.tickInterval.nanoseconds / 2)
     }
 
     /// Whether `condition` has held, tick after tick, for `grace` as of `now`; `since` keeps when

@@ -109,7 +109,20 @@ struct PeerClock: Sendable {
         if isReal {
             return PeerTimer(scheduled: eventLoop.scheduleTask(in: delay.timeAmount, body))
         }
-        let deadline = offsetNow() + delay
+        return schedule(on: eventLoop, atOffset: offsetNow() + delay, body)
+    }
+
+    /// Runs `body` on `eventLoop` at `deadline` (a time as ``now(on:)`` gives it), unless
+    /// cancelled first.
+    func schedule(on eventLoop: any EventLoop, at deadline: NIODeadline, _ body: @escaping @Sendable () -> Void) -> PeerTimer {
+        if isReal {
+            return PeerTimer(scheduled: eventLoop.scheduleTask(deadline: deadline, body))
+        }
+        let nanoseconds = deadline.uptimeNanoseconds >= UInt64(Int64.max) ? Int64.max : Int64(deadline.uptimeNanoseconds)
+        return schedule(on: eventLoop, atOffset: .nanoseconds(nanoseconds - Self.base), body)
+    }
+
+    private func schedule(on eventLoop: any EventLoop, atOffset deadline: Duration, _ body: @escaping @Sendable () -> Void) -> PeerTimer {
         let cancelled = PeerTimer.Flag()
         let sleep = sleepUntilOffset
         let timers = timers

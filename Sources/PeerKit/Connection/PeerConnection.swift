@@ -159,9 +159,10 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         self.remoteDescription = channel.remoteAddress.map(PeerConnection.describe) ?? "an unknown address"
     }
 
-    /// Whether nothing arrived for a heartbeat interval, as of the last heartbeat tick (a quarter
-    /// of a second ago at most, by default): the link may be gone. A new connection from the same
-    /// peer then wins the tie-break (``TieBreak``).
+    /// Whether nothing arrived for a heartbeat interval, as of the connection's last heartbeat
+    /// check (at most a heartbeat interval ago: ``ConnectionStateMachine/nextHeartbeat(now:)``):
+    /// the link may be gone. A new connection from the same peer then wins the tie-break
+    /// (``TieBreak``), as it does beside any connection that old.
     var isQuiet: Bool { state.withLockedValue { $0.quiet } }
 
     /// Records the heartbeat's view of the connection's silence (on the event loop, when it changes).

@@ -31,7 +31,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     private let clock: PeerClock
     private var heartbeatTask: PeerTimer?
     private var heartbeatRegistration: HeartbeatTicker.Registration?
-    /// When the heartbeat last ticked, to notice a tick delayed by a busy event loop.
+    /// When the heartbeat last ticked (without a ticker), to notice a tick delayed by a busy event loop.
     private var lastTick: NIODeadline?
     /// What the connection was last told of its silence (``PeerConnection/setQuiet(_:)``): it is
     /// told again only when that changes, not at every tick.
@@ -87,25 +87,27 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         let loopBoundSelf = NIOLoopBound(self, eventLoop: context.eventLoop)
         let loopBoundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         if let ticker {
-            heartbeatRegistration = ticker.register(on: context.eventLoop) { now in
-                loopBoundSelf.value.heartbeat(now: now, context: loopBoundContext.value)
+            heartbeatRegistration = ticker.register(on: context.eventLoop) { now, lateBy in
+                loopBoundSelf.value.heartbeat(now: now, lateBy: lateBy, context: loopBoundContext.value)
             }
         } else {
             let interval = stateMachine.configuration.tickInterval
             let eventLoop = context.eventLoop
             heartbeatTask = clock.repeating(on: eventLoop, every: .nanoseconds(interval.nanoseconds)) { now in
                 eventLoop.preconditionInEventLoop()
-                loopBoundSelf.value.heartbeat(now: now, context: loopBoundContext.value)
+                let handler = loopBoundSelf.value
+                let lateBy = handler.lastTick.map { now - $0 - interval } ?? .zero
+                handler.lastTick = now
+                _ = handler.heartbeat(now: now, lateBy: lateBy, context: loopBoundContext.value)
             }
         }
     }
 
-    private func heartbeat(now: NIODeadline, context: ChannelHandlerContext) {
-        guard let connection else { return }
-        // A tick more than one interval late means the event loop was busy: see `stalledFor`.
+    /// One heartbeat tick; returns when the next is due (see ``HeartbeatTicker``).
+    private func heartbeat(now: NIODeadline, lateBy late: TimeAmount, context: ChannelHandlerContext) -> NIODeadline? {
+        guard let connection else { return nil }
+        // A tick more than one tick interval late means the event loop was busy: see `stalledFor`.
         let interval = stateMachine.configuration.tickInterval
-        let late = lastTick.map { now - $0 - interval } ?? .zero
-        lastTick = now
         let figures = connection.heartbeatFigures
         let action = stateMachine.heartbeat(
             now: now,
@@ -120,6 +122,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             connection.setQuiet(quiet)
         }
         perform(action, context: context)
+        return stateMachine.nextHeartbeat(now: now)
     }
 
     // MARK: Inbound
@@ -253,6 +256,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             frameLimit.current = stateMachine.configuration.maximumFrameLength
             count(as: .open)
             connection.setRemote(hello, fingerprint: stateMachine.authenticatedFingerprint)
+            // The ticker was told the handshake's deadline; an open connection is due sooner.
+            heartbeatRegistration?.due(stateMachine.nextHeartbeat(now: clock.now(on: context.eventLoop)))
             delegate.connectionEstablished(connection, remote: hello)
         case let .renamed(name):
             if let hello = connection.rename(to: name) {

@@ -71,7 +71,10 @@ public struct PeerConfiguration: Sendable {
     /// How long a send may wait for a peer to read, and how long a peer may stay over
     /// ``maximumQueuedOutboundBytes``, before it is disconnected as too slow (the send then throws
     /// ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``). Defaults to 10 s: long enough
-    /// to ride out a burst on a slow link.
+    /// to ride out a burst on a slow link. A peer's queue is looked at on its heartbeat's checks,
+    /// at least once a ``heartbeatInterval`` and every tick once it is over the limit, so the
+    /// period is counted from a check that saw it over, up to a heartbeat interval after it went
+    /// over; what is queued stays within the limit all the same.
     public var slowPeerGracePeriod: Duration
     /// Whether a peer whose link drops is *suspended* rather than disconnected, and what was sent
     /// to it and not acknowledged is resent once it is back (feature `resume`, with peers whose
@@ -200,9 +203,11 @@ public struct PeerConfiguration: Sendable {
     /// ``peerTimeout``: an idle link then carries one ping and one pong every 1.25 s, and a pong
     /// has 1.25 s to come back before the peer counts as gone. Anything the peer sends counts, and
     /// a ping it sends answers ours, so a busy link or one pinged from the other end sends none.
-    /// On an idle link the side that dialled pings, at the heartbeat tick nearest the interval's
-    /// end (ticks come every tenth of ``peerTimeout``, at most every half interval); the other
-    /// side pings only a tick later, should that ping not come.
+    /// On an idle link the side that dialled pings, on a *beat*: a whole multiple of this interval
+    /// on the machine's monotonic clock, so that every idle link of a machine pings at the same
+    /// instant (heartbeat ticks come every tenth of ``peerTimeout``, at most every half interval,
+    /// and an event loop wakes only at those where one of its connections has something due). The
+    /// other side pings only a beat later, should that ping not come.
     public var heartbeatInterval: Duration
     /// How long a peer may stay silent before it is disconnected. Any bytes from it count, so a
     /// peer in the middle of sending a large frame is never silent. Defaults to 2.5 s.

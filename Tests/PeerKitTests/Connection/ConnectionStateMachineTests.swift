@@ -137,15 +137,19 @@ struct ConnectionStateMachineTests {
         #expect(machine.heartbeat(now: start + .milliseconds(3100)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
     }
 
-    @Test("the side that did not dial pings only when the dialler's ping is a tick overdue, and times out alike")
+    @Test("the side that did not dial pings only when the dialler's ping is a beat overdue, and times out alike")
     func answeringSidePingsLate() throws {
         var configuration = machine().configuration
         configuration.drivesHeartbeat = false
         var machine = Machine(configuration: configuration)
         _ = machine.activated(now: start)
         _ = machine.frameReceived(try helloEnvelope(remote), now: start)
-        #expect(machine.heartbeat(now: start + .milliseconds(624)) == .none)
-        #expect(machine.heartbeat(now: start + .milliseconds(625)) == .send(.ping(id: "ping-1")))
+        // The dialler pings at the beat at 1.5 s (a 500 ms interval); this side at the first beat
+        // after 625 ms of silence: 2.0 s. It is looked at on every beat all the same.
+        #expect(machine.nextHeartbeat(now: start) == start + .milliseconds(500))
+        #expect(machine.heartbeat(now: start + .milliseconds(750)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(999)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(1000)) == .send(.ping(id: "ping-1")))
         #expect(machine.heartbeat(now: start + .milliseconds(2499)) == .none)
         #expect(machine.heartbeat(now: start + .milliseconds(2500)) == .close(sending: nil, mode: .close, reason: .failed(.timedOut(silence: .milliseconds(2500)))))
     }
@@ -198,6 +202,86 @@ struct ConnectionStateMachineTests {
         // Were both ends to drive, both would be due at the same ticks: twice the pings.
         let both = try idleLink(seconds: 10, latency: .microseconds(50), bothDrive: true)
         #expect(both.dialler + both.answerer > 20)
+    }
+
+    /// Two ends of an idle link at PeerKit's default heartbeat (1.25 s, timeout 2.5 s, a tick
+    /// every 0.25 s), run as ``HeartbeatTicker`` runs them: each end is looked at only at the
+    /// first grid tick at or after the time its last look gave (``ConnectionStateMachine/nextHeartbeat(now:)``).
+    /// The link's handshake completes `offset` after a whole second; each ping arrives `latency`
+    /// after it is sent and its pong `latency` after that. Returns the times of each end's pings
+    /// and how many grid ticks looked at either end.
+    func skippingIdleLink(seconds: Int, offset: TimeAmount, latency: TimeAmount) throws -> (dialler: [NIODeadline], answerer: [NIODeadline], looks: Int) {
+        func end(drives: Bool) throws -> Machine {
+            var machine = Machine(configuration: .init(
+                localHello: local, heartbeatInterval: .milliseconds(1250), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5),
+                drivesHeartbeat: drives
+            ))
+            _ = machine.activated(now: start + offset)
+            _ = machine.frameReceived(try helloEnvelope(remote), now: start + offset)
+            return machine
+        }
+        var ends = [try end(drives: true), try end(drives: false)]
+        var due: [NIODeadline?] = [start + offset, start + offset]
+        var pings: [[NIODeadline]] = [[], []]
+        var looks = 0
+        let tick = ends[0].configuration.tickInterval
+        #expect(tick == .milliseconds(250))
+        for step in 1...(seconds * 4) {
+            let now = start + .nanoseconds(tick.nanoseconds * Int64(step))
+            var sent: [(from: Int, id: String)] = []
+            for side in 0...1 {
+                guard let time = due[side], time <= now else { continue }
+                looks += 1
+                if case let .send(.ping(id)) = ends[side].heartbeat(now: now) {
+                    pings[side].append(now)
+                    sent.append((side, id))
+                }
+                due[side] = ends[side].nextHeartbeat(now: now)
+            }
+            for (from, id) in sent {
+                _ = ends[1 - from].frameReceived(try envelope(#"{"type":"peerkit.ping","id":"\#(id)","payload":{}}"#), now: now + latency)
+                _ = ends[from].frameReceived(try envelope(#"{"type":"peerkit.pong","replyTo":"\#(id)","payload":{}}"#), now: now + latency + latency)
+            }
+        }
+        #expect(ends[0].isOpen && ends[1].isOpen)
+        return (pings[0], pings[1], looks)
+    }
+
+    @Test("an idle link's dialler pings on the beat from its second ping on, once an interval, wherever the link's traffic stopped; the link is looked at about twice an interval, not eight times", arguments: [0, 100, 250, 400, 600, 800, 1000, 1200])
+    func idleLinkLocksToBeats(offsetMilliseconds: Int) throws {
+        let interval: UInt64 = 1_250_000_000
+        for latency in [TimeAmount.microseconds(50), .milliseconds(20)] {
+            let link = try skippingIdleLink(seconds: 20, offset: .milliseconds(Int64(offsetMilliseconds)), latency: latency)
+            #expect(link.dialler.dropFirst().allSatisfy { $0.uptimeNanoseconds % interval == 0 }, "pings at \(link.dialler)")
+            // One exchange an interval: 15 or 16 in 20 s, by the dialler alone.
+            #expect((15...16).contains(link.dialler.count) && link.answerer.isEmpty, "\(link)")
+            // Every tick of both ends would be 160 looks; one per end per beat is 32.
+            #expect(link.looks <= 34, "\(link.looks) looks")
+        }
+    }
+
+    @Test("nextHeartbeat says when the machine next has something to decide: the handshake's deadline, the ping, the re-ping, every tick while a limit's grace runs, never once ending")
+    func nextHeartbeatTimes() throws {
+        var fresh = machine()
+        _ = fresh.activated(now: start)
+        #expect(fresh.nextHeartbeat(now: start) == start + .seconds(5))
+        var machine = try established()
+        // The dialler's ping: after 375 ms of silence (the beat at 1.5 s comes later).
+        #expect(machine.nextHeartbeat(now: start) == start + .milliseconds(375))
+        #expect(machine.heartbeat(now: start + .milliseconds(374)) == .none)
+        #expect(machine.heartbeat(now: start + .milliseconds(375)) == .send(.ping(id: "ping-1")))
+        // Outstanding: looked at again on the next beat (1.5 s), before the re-ping a side that
+        // stopped reading would send (at 1.75 s) and the timeout (at 3.5 s).
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(375)) == start + .milliseconds(500))
+        // Over the outbox limit: every tick until the grace period ends or the outbox drains.
+        #expect(machine.heartbeat(now: start + .milliseconds(500), queuedOutboundBytes: 2000) == .none)
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(500)) == start + .milliseconds(500))
+        // Drained, and the pong in at 1.6 s: the next ping after 375 ms of silence, before the beat at 2.0 s.
+        _ = machine.frameReceived(try envelope(#"{"type":"peerkit.pong","replyTo":"ping-1","payload":{}}"#), now: start + .milliseconds(600))
+        #expect(machine.heartbeat(now: start + .milliseconds(750), queuedOutboundBytes: 0) == .none)
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(750)) == start + .milliseconds(975))
+        #expect(machine.closeRequested(.stopped) == .close(sending: .bye(reason: nil), mode: .close, reason: .stopped))
+        #expect(machine.nextHeartbeat(now: start + .seconds(1)) == nil)
     }
 
     @Test("no hello within the handshake timeout fails the connection")

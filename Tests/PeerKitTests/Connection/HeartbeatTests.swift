@@ -190,8 +190,11 @@ struct HeartbeatTests {
         let answer = try await carol.request(SessionQuestion(n: 1), to: toAliceFromCarol, expecting: Chunk.self, timeout: .seconds(60))
         #expect(answer.bytes.count == chunk.bytes.count)
 
-        // Past the 1 s grace period, before the 2.5 s peer timeout: bob is disconnected as too slow.
-        await network.advance(by: .milliseconds(1750))
+        // The grace period counts from the first heartbeat check that sees alice's budget held,
+        // within the 1.25 s heartbeat interval (an idle connection is looked at only when its
+        // ping is due); then every tick. Past the 1 s grace period after that: bob is
+        // disconnected as too slow.
+        await network.advance(by: .milliseconds(2250))
         let event = try await events.waitFor("bob disconnected as too slow") {
             if case let .peerDisconnected(peer, _) = $0 { peer.name == "bob" } else { false }
         }
