@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import Testing
 @testable import PeerKit
 
@@ -171,4 +172,25 @@ func findEachOtherAtOnce(
     }
     try first.discovery.found(second.transceiver)
     try second.discovery.found(first.transceiver)
+}
+
+/// Runs `body`, then shuts `transceivers` down and, only once they have (``PeerTransceiver/shutdown()``
+/// waits for their byes and closes), the event loop groups of the test's own they run on, whether
+/// `body` threw or not. `stop()` followed at once by the groups' shutdown left the background stop
+/// scheduling on loops that had shut down, which NIO reports ("Cannot schedule tasks on an
+/// EventLoop that has already shut down") and will one day make a crash.
+func withOwnLoops<T>(_ groups: [MultiThreadedEventLoopGroup], running transceivers: [PeerTransceiver], _ body: () async throws -> T) async throws -> T {
+    func end() async throws {
+        for transceiver in transceivers { await transceiver.shutdown() }
+        for group in groups { try await group.shutdownGracefully() }
+    }
+    let value: T
+    do {
+        value = try await body()
+    } catch {
+        try? await end()
+        throw error
+    }
+    try await end()
+    return value
 }

@@ -147,37 +147,35 @@ struct ResourceRawPeerTests {
         // and the other tests' heartbeats must not wait behind them.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (receiver, raw) = try await receiverAndRawPeer(features: ["resources"]) { $0.eventLoopGroup = group }
-        defer {
-            receiver.stop()
-            raw.close()
-            group.shutdownGracefully { _ in }
+        defer { raw.close() }
+        try await withOwnLoops([group], running: [receiver]) {
+            let arrived = Inbox<IncomingResource>()
+            let read = Inbox<[UInt8]>()
+            let hold = Inbox<Void>()
+            receiver.receiveResources(named: "doc") { resource in
+                arrived.put(resource)
+                _ = try? await hold.take(1, within: 60)
+                var bytes: [UInt8] = []
+                for try await chunk in resource.chunks { bytes += Array(chunk.readableBytesView) }
+                read.put(bytes)
+            }
+            try await raw.send(#"{"type":"peerkit.resource.offer","payload":{"transfer":5,"name":"doc","size":5000}}"#)
+            _ = await raw.nextFrame()
+            let bytes = (0..<5_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            var frames = ByteBuffer()
+            for byte in bytes { frames.writeImmutableBuffer(chunk(5, [byte])) }
+            try await raw.write(frames)
+            let resource = try await arrived.take(1)[0]
+            try await within(20, "every byte to arrive") {
+                while resource.receivedBytes < 5_000 { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            // At most one buffer per 2 KiB (see IncomingResource.smallPiece), however the reads fell.
+            #expect(resource.bufferedPieceCount <= 5_000 / 2048 + 2, "\(resource.bufferedPieceCount) buffers hold 5,000 bytes")
+            hold.put(())
+            let digest = ResourceDigest.hex(SHA256.hash(data: bytes))
+            try await raw.send(#"{"type":"peerkit.resource.end","payload":{"transfer":5,"size":5000,"sha256":"\#(digest)"}}"#)
+            #expect(try await read.take(1)[0] == bytes)
         }
-        let arrived = Inbox<IncomingResource>()
-        let read = Inbox<[UInt8]>()
-        let hold = Inbox<Void>()
-        receiver.receiveResources(named: "doc") { resource in
-            arrived.put(resource)
-            _ = try? await hold.take(1, within: 60)
-            var bytes: [UInt8] = []
-            for try await chunk in resource.chunks { bytes += Array(chunk.readableBytesView) }
-            read.put(bytes)
-        }
-        try await raw.send(#"{"type":"peerkit.resource.offer","payload":{"transfer":5,"name":"doc","size":5000}}"#)
-        _ = await raw.nextFrame()
-        let bytes = (0..<5_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-        var frames = ByteBuffer()
-        for byte in bytes { frames.writeImmutableBuffer(chunk(5, [byte])) }
-        try await raw.write(frames)
-        let resource = try await arrived.take(1)[0]
-        try await within(20, "every byte to arrive") {
-            while resource.receivedBytes < 5_000 { try await Task.sleep(for: .milliseconds(10)) }
-        }
-        // At most one buffer per 2 KiB (see IncomingResource.smallPiece), however the reads fell.
-        #expect(resource.bufferedPieceCount <= 5_000 / 2048 + 2, "\(resource.bufferedPieceCount) buffers hold 5,000 bytes")
-        hold.put(())
-        let digest = ResourceDigest.hex(SHA256.hash(data: bytes))
-        try await raw.send(#"{"type":"peerkit.resource.end","payload":{"transfer":5,"size":5000,"sha256":"\#(digest)"}}"#)
-        #expect(try await read.take(1)[0] == bytes)
     }
 
     @Test("a version-1 peer without features: resources are not sent to it, its resource frames are ignored, and it is still answered")

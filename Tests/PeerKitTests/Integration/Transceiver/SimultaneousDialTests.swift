@@ -61,75 +61,72 @@ struct SimultaneousDialTests {
         configurationB.logger.logLevel = .debug
         let a = PeerTransceiver(configuration: configurationA)
         let b = PeerTransceiver(configuration: configurationB)
-        defer {
-            a.stop(); b.stop()
-            groupA.shutdownGracefully { _ in }
-            groupB.shutdownGracefully { _ in }
-        }
-        let tallyA = Tally(), tallyB = Tally()
-        for (transceiver, tally) in [(a, tallyA), (b, tallyB)] {
-            transceiver.receive(Numbered.self) { message in tally.received.withLockedValue { $0.append(message.n) } }
-            let name = transceiver.configuration.peerName
-            transceiver.respond(to: Ask.self) { ask, _ in Answer(n: ask.n, from: name) }
-        }
-        try await a.start()
-        try await b.start()
-        try findEachOtherAtOnce((a, discoveryA, groupA), (b, discoveryB, groupB))
+        return try await withOwnLoops([groupA, groupB], running: [a, b]) {
+            let tallyA = Tally(), tallyB = Tally()
+            for (transceiver, tally) in [(a, tallyA), (b, tallyB)] {
+                transceiver.receive(Numbered.self) { message in tally.received.withLockedValue { $0.append(message.n) } }
+                let name = transceiver.configuration.peerName
+                transceiver.respond(to: Ask.self) { ask, _ in Answer(n: ask.n, from: name) }
+            }
+            try await a.start()
+            try await b.start()
+            try findEachOtherAtOnce((a, discoveryA, groupA), (b, discoveryB, groupB))
 
-        // Each side sends as soon as its waitForPeer returns, while the tie-break may still be
-        // under way.
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            for (sender, tally) in [(a, tallyA), (b, tallyB)] {
-                tasks.addTask {
-                    let peer = try await sender.waitForPeer(timeout: .seconds(20))
-                    try await withThrowingTaskGroup(of: Void.self) { work in
-                        work.addTask {
-                            for n in 0..<messages {
-                                do {
-                                    try await sender.send(Numbered(n: n), to: [peer])
-                                } catch {
-                                    tally.failures.withLockedValue { $0.append("send \(n) from \(sender.configuration.peerName): \(error)") }
-                                }
-                            }
-                        }
-                        for n in 0..<requests {
+            // Each side sends as soon as its waitForPeer returns, while the tie-break may still be
+            // under way.
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                for (sender, tally) in [(a, tallyA), (b, tallyB)] {
+                    tasks.addTask {
+                        let peer = try await sender.waitForPeer(timeout: .seconds(20))
+                        try await withThrowingTaskGroup(of: Void.self) { work in
                             work.addTask {
-                                do {
-                                    let answer = try await sender.request(Ask(n: n), to: peer, expecting: Answer.self, timeout: .seconds(20))
-                                    if answer.n != n {
-                                        tally.failures.withLockedValue { $0.append("request \(n) was answered with \(answer.n)") }
+                                for n in 0..<messages {
+                                    do {
+                                        try await sender.send(Numbered(n: n), to: [peer])
+                                    } catch {
+                                        tally.failures.withLockedValue { $0.append("send \(n) from \(sender.configuration.peerName): \(error)") }
                                     }
-                                } catch {
-                                    tally.failures.withLockedValue { $0.append("request \(n) from \(sender.configuration.peerName): \(error)") }
                                 }
                             }
+                            for n in 0..<requests {
+                                work.addTask {
+                                    do {
+                                        let answer = try await sender.request(Ask(n: n), to: peer, expecting: Answer.self, timeout: .seconds(20))
+                                        if answer.n != n {
+                                            tally.failures.withLockedValue { $0.append("request \(n) was answered with \(answer.n)") }
+                                        }
+                                    } catch {
+                                        tally.failures.withLockedValue { $0.append("request \(n) from \(sender.configuration.peerName): \(error)") }
+                                    }
+                                }
+                            }
+                            try await work.waitForAll()
                         }
-                        try await work.waitForAll()
                     }
                 }
+                try await tasks.waitForAll()
             }
-            try await tasks.waitForAll()
-        }
-        // Every message arrives once, in order, on whichever connection survived.
-        for (receiver, tally) in [(b, tallyA), (a, tallyB)] {
-            _ = receiver
-            try await within(20, "every message to arrive") {
-                while tally.received.withLockedValue({ $0.count }) < messages { try await Task.sleep(for: .milliseconds(10)) }
+            // Every message arrives once, in order, on whichever connection survived.
+            for (receiver, tally) in [(b, tallyA), (a, tallyB)] {
+                _ = receiver
+                try await within(20, "every message to arrive") {
+                    while tally.received.withLockedValue({ $0.count }) < messages { try await Task.sleep(for: .milliseconds(10)) }
+                }
             }
-        }
-        // A little longer: a duplicate would arrive late.
-        try await Task.sleep(for: .milliseconds(50))
-        var failures = tallyA.failures.withLockedValue { $0 } + tallyB.failures.withLockedValue { $0 }
-        for (name, tally) in [("b→a", tallyA), ("a→b", tallyB)] {
-            let received = tally.received.withLockedValue { $0 }
-            if received != Array(0..<messages) {
-                failures.append("round \(round) \(name): \(received.count) messages, first out of place at \(zip(received, 0...).first { $0 != $1 }.map { "\($0.1)" } ?? "the end")")
+            // A little longer: a duplicate would arrive late.
+            try await Task.sleep(for: .milliseconds(50))
+            var failures = tallyA.failures.withLockedValue { $0 } + tallyB.failures.withLockedValue { $0 }
+            for (name, tally) in [("b→a", tallyA), ("a→b", tallyB)] {
+                let received = tally.received.withLockedValue { $0 }
+                if received != Array(0..<messages) {
+                    failures.append("round \(round) \(name): \(received.count) messages, first out of place at \(zip(received, 0...).first { $0 != $1 }.map { "\($0.1)" } ?? "the end")")
+                }
             }
+            let tieBreaks = (a.session?.manager.tieBreakCount() ?? 0) + (b.session?.manager.tieBreakCount() ?? 0)
+            if !failures.isEmpty {
+                print("round \(round) failed; a's log:\n" + logA.messages().joined(separator: "\n") + "\nb's log:\n" + logB.messages().joined(separator: "\n"))
+            }
+            return (failures, tieBreaks > 0)
         }
-        let tieBreaks = (a.session?.manager.tieBreakCount() ?? 0) + (b.session?.manager.tieBreakCount() ?? 0)
-        if !failures.isEmpty {
-            print("round \(round) failed; a's log:\n" + logA.messages().joined(separator: "\n") + "\nb's log:\n" + logB.messages().joined(separator: "\n"))
-        }
-        return (failures, tieBreaks > 0)
     }
 }

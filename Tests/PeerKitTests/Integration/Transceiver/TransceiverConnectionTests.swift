@@ -18,49 +18,47 @@ struct TransceiverConnectionTests {
         configurationB.eventLoopGroup = groupB
         let a = PeerTransceiver(configuration: configurationA)
         let b = PeerTransceiver(configuration: configurationB)
-        defer {
-            a.stop(); b.stop()
-            groupA.shutdownGracefully { _ in }
-            groupB.shutdownGracefully { _ in }
-        }
-        try await a.start()
-        try await b.start()
-        let eventsA = a.events(), eventsB = b.events()
-        try findEachOtherAtOnce((a, discoveryA, groupA), (b, discoveryB, groupB))
-        _ = try await a.waitForPeer(timeout: .seconds(20))
-        _ = try await b.waitForPeer(timeout: .seconds(20))
-        // A tie-break happens (on one side or both), the losing connection closes, and then each
-        // side holds exactly one connection, the same TCP connection.
-        @Sendable func settled() -> Bool {
-            guard let managerA = a.session?.manager, let managerB = b.session?.manager,
-                  managerA.tieBreakCount() + managerB.tieBreakCount() > 0,
-                  managerA.openConnectionCount() == 1, managerB.openConnectionCount() == 1,
-                  let connectionA = managerA.activeConnections().first, let connectionB = managerB.activeConnections().first else {
-                return false
+        try await withOwnLoops([groupA, groupB], running: [a, b]) {
+            try await a.start()
+            try await b.start()
+            let eventsA = a.events(), eventsB = b.events()
+            try findEachOtherAtOnce((a, discoveryA, groupA), (b, discoveryB, groupB))
+            _ = try await a.waitForPeer(timeout: .seconds(20))
+            _ = try await b.waitForPeer(timeout: .seconds(20))
+            // A tie-break happens (on one side or both), the losing connection closes, and then each
+            // side holds exactly one connection, the same TCP connection.
+            @Sendable func settled() -> Bool {
+                guard let managerA = a.session?.manager, let managerB = b.session?.manager,
+                      managerA.tieBreakCount() + managerB.tieBreakCount() > 0,
+                      managerA.openConnectionCount() == 1, managerB.openConnectionCount() == 1,
+                      let connectionA = managerA.activeConnections().first, let connectionB = managerB.activeConnections().first else {
+                    return false
+                }
+                return connectionA.channel.localAddress == connectionB.channel.remoteAddress
             }
-            return connectionA.channel.localAddress == connectionB.channel.remoteAddress
-        }
-        try await within(20, "one connection per side") {
-            while !settled() { try await Task.sleep(for: .milliseconds(10)) }
-        }
-        let connectionA = try #require(a.session?.manager.activeConnections().first)
-        let smallerDialled: TieBreak.Direction = a.peerID.utf8.lexicographicallyPrecedes(b.peerID.utf8) ? .outbound : .inbound
-        #expect(connectionA.direction == smallerDialled)
-        // Messages flow, and neither side ever saw the peer disconnect.
-        let inbox = Inbox<String>()
-        b.receive(Note.self) { note in inbox.put(note.text) }
-        a.broadcast(Note(text: "after tie-break"))
-        #expect(try await inbox.take(1) == ["after tie-break"])
-        a.stop(); b.stop()
-        for events in [eventsA, eventsB] {
-            var connects = 0, disconnects = 0
-            for await event in events {
-                if case .peerConnected = event { connects += 1 }
-                if case .peerDisconnected = event { disconnects += 1 }
-                if case .stopped = event { break }
+            try await within(20, "one connection per side") {
+                while !settled() { try await Task.sleep(for: .milliseconds(10)) }
             }
-            #expect(connects == 1)
-            #expect(disconnects == 1) // the one at stop()
+            let connectionA = try #require(a.session?.manager.activeConnections().first)
+            let smallerDialled: TieBreak.Direction = a.peerID.utf8.lexicographicallyPrecedes(b.peerID.utf8) ? .outbound : .inbound
+            #expect(connectionA.direction == smallerDialled)
+            // Messages flow, and neither side ever saw the peer disconnect.
+            let inbox = Inbox<String>()
+            b.receive(Note.self) { note in inbox.put(note.text) }
+            a.broadcast(Note(text: "after tie-break"))
+            #expect(try await inbox.take(1) == ["after tie-break"])
+            await a.shutdown()
+            await b.shutdown()
+            for events in [eventsA, eventsB] {
+                var connects = 0, disconnects = 0
+                for await event in events {
+                    if case .peerConnected = event { connects += 1 }
+                    if case .peerDisconnected = event { disconnects += 1 }
+                    if case .stopped = event { break }
+                }
+                #expect(connects == 1)
+                #expect(disconnects == 1) // the one at shutdown()
+            }
         }
     }
 
