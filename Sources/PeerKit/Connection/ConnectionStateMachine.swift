@@ -392,8 +392,8 @@ struct ConnectionStateMachine {
     /// worst finds nothing to do.
     ///
     /// What the handler passes in (the outbox, whether reading is paused) is looked at on every
-    /// beat at least (``pingDue``: about once a heartbeat interval), and every tick while a
-    /// limit's grace period runs.
+    /// beat at least (``beat(atOrAfter:interval:)``: about once a heartbeat interval), and every
+    /// tick while a limit's grace period runs.
     func nextHeartbeat(now: NIODeadline) -> NIODeadline? {
         switch state {
         case .idle, .closing, .closed:

@@ -17,8 +17,10 @@ import NIOCore
 /// something due (``ConnectionStateMachine/nextHeartbeat(now:)``), and the loop's timer is set for
 /// the first grid tick at or after the earliest of those: an idle link, whose pings the
 /// heartbeat's driver sends on a shared beat, wakes its loop about once an interval rather than
-/// at every tick. A connection is looked at on the same grid ticks as when every tick looked at
-/// every connection, so nothing is decided later than it was.
+/// at every tick. What a connection decides from time alone (its pings, its timeout, its
+/// handshake's deadline) is decided on the same grid tick as when every tick looked at every
+/// connection; what its handler passes in (its outbox, whether reading is paused) is looked at on
+/// every beat at least, and every tick while a limit's grace period runs.
 final class HeartbeatTicker: Sendable {
     /// A connection's heartbeat: called with the time of the tick (the loop's `now` for the real
     /// clock, the tick's own time for a test clock) and how much later than its grid time the

@@ -207,10 +207,11 @@ struct ConnectionStateMachineTests {
     /// Two ends of an idle link at PeerKit's default heartbeat (1.25 s, timeout 2.5 s, a tick
     /// every 0.25 s), run as ``HeartbeatTicker`` runs them: each end is looked at only at the
     /// first grid tick at or after the time its last look gave (``ConnectionStateMachine/nextHeartbeat(now:)``).
-    /// The link's handshake completes `offset` after a whole second; each ping arrives `latency`
-    /// after it is sent and its pong `latency` after that. Returns the times of each end's pings
-    /// and how many grid ticks looked at either end.
-    func skippingIdleLink(seconds: Int, offset: TimeAmount, latency: TimeAmount) throws -> (dialler: [NIODeadline], answerer: [NIODeadline], looks: Int) {
+    /// The link's handshake completes `offset` after a whole second; each look runs `lateness`
+    /// after its grid tick (the loop's `now`, as the real clock's looks run); each ping arrives
+    /// `latency` after it is sent and its pong `latency` after that. Returns the times of each
+    /// end's pings and the grid ticks that looked at either end (one entry per end looked at).
+    func skippingIdleLink(seconds: Int, offset: TimeAmount, latency: TimeAmount, lateness: TimeAmount = .zero) throws -> (dialler: [NIODeadline], answerer: [NIODeadline], looks: [NIODeadline]) {
         func end(drives: Bool) throws -> Machine {
             var machine = Machine(configuration: .init(
                 localHello: local, heartbeatInterval: .milliseconds(1250), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5),
@@ -223,15 +224,17 @@ struct ConnectionStateMachineTests {
         var ends = [try end(drives: true), try end(drives: false)]
         var due: [NIODeadline?] = [start + offset, start + offset]
         var pings: [[NIODeadline]] = [[], []]
-        var looks = 0
+        var looks: [NIODeadline] = []
         let tick = ends[0].configuration.tickInterval
         #expect(tick == .milliseconds(250))
         for step in 1...(seconds * 4) {
-            let now = start + .nanoseconds(tick.nanoseconds * Int64(step))
+            let gridTick = start + .nanoseconds(tick.nanoseconds * Int64(step))
+            let now = gridTick + lateness
             var sent: [(from: Int, id: String)] = []
             for side in 0...1 {
-                guard let time = due[side], time <= now else { continue }
-                looks += 1
+                // The ticker's timer is set for the first grid tick at or after the time given.
+                guard let time = due[side], time <= gridTick else { continue }
+                looks.append(gridTick)
                 if case let .send(.ping(id)) = ends[side].heartbeat(now: now) {
                     pings[side].append(now)
                     sent.append((side, id))
@@ -251,12 +254,19 @@ struct ConnectionStateMachineTests {
     func idleLinkLocksToBeats(offsetMilliseconds: Int) throws {
         let interval: UInt64 = 1_250_000_000
         for latency in [TimeAmount.microseconds(50), .milliseconds(20)] {
-            let link = try skippingIdleLink(seconds: 20, offset: .milliseconds(Int64(offsetMilliseconds)), latency: latency)
-            #expect(link.dialler.dropFirst().allSatisfy { $0.uptimeNanoseconds % interval == 0 }, "pings at \(link.dialler)")
-            // One exchange an interval: 15 or 16 in 20 s, by the dialler alone.
-            #expect((15...16).contains(link.dialler.count) && link.answerer.isEmpty, "\(link)")
-            // Every tick of both ends would be 160 looks; one per end per beat is 32.
-            #expect(link.looks <= 34, "\(link.looks) looks")
+            // Looks that run late (a busy loop) stay on the beat: measured from a late `now`, a
+            // re-look a whole interval after the ping would fall just past the beat's tick.
+            for lateness in [TimeAmount.zero, .milliseconds(3), .milliseconds(100), .milliseconds(200)] {
+                let link = try skippingIdleLink(seconds: 20, offset: .milliseconds(Int64(offsetMilliseconds)), latency: latency, lateness: lateness)
+                #expect(link.dialler.dropFirst().allSatisfy { ($0 - lateness).uptimeNanoseconds % interval == 0 }, "pings at \(link.dialler), \(lateness) late")
+                // One exchange an interval: 15 or 16 in 20 s, by the dialler alone.
+                #expect((15...16).contains(link.dialler.count) && link.answerer.isEmpty, "\(link)")
+                // Every tick of both ends would be 160 looks; one per end per beat is 32, and
+                // from the third second on, every look is on a beat.
+                #expect(link.looks.count <= 34, "\(link.looks.count) looks, \(lateness) late")
+                let settled = link.looks.filter { $0 >= start + .seconds(3) }
+                #expect(settled.allSatisfy { $0.uptimeNanoseconds % interval == 0 }, "looks at \(settled), \(lateness) late")
+            }
         }
     }
 

@@ -42,14 +42,14 @@ struct PeerConnectionHandlerTests {
     let local = Hello(peerID: "A", name: "alpha", serviceType: "chat", discoveryInfo: nil)
     let remote = Hello(peerID: "B", name: "beta", serviceType: "chat", discoveryInfo: nil)
 
-    func makeChannel(delegate: RecordingDelegate, limit: Int = 1024, handshakeLimit: Int = 1024, inboundLimit: Int = 4 << 20, connection: NIOLockedValueBox<PeerConnection?>? = nil) throws -> EmbeddedChannel {
+    func makeChannel(delegate: RecordingDelegate, limit: Int = 1024, handshakeLimit: Int = 1024, inboundLimit: Int = 4 << 20, connection: NIOLockedValueBox<PeerConnection?>? = nil, ticker: HeartbeatTicker? = nil) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         let configuration = ConnectionStateMachine.Configuration(
             localHello: local, heartbeatInterval: .milliseconds(500), peerTimeout: .milliseconds(2500), handshakeTimeout: .seconds(5),
             maximumFrameLength: limit
         )
         let frameLimit = FrameLengthLimit(handshakeLimit)
-        let handler = PeerConnectionHandler(configuration: configuration, frameLimit: frameLimit, delegate: delegate) { channel in
+        let handler = PeerConnectionHandler(configuration: configuration, frameLimit: frameLimit, ticker: ticker, delegate: delegate) { channel in
             let made = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil, maximumQueuedInboundBytes: inboundLimit)
             connection?.withLockedValue { $0 = made }
             return made
@@ -66,6 +66,23 @@ struct PeerConnectionHandlerTests {
         let channel = try makeChannel(delegate: delegate, inboundLimit: inboundLimit, connection: box)
         try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
         return (channel, try #require(box.withLockedValue { $0 }))
+    }
+
+    @Test("with the shared ticker, a connection whose handshake completes after its first look is pinged an interval later, not at the handshake's deadline")
+    func tickerLooksAgainAfterTheHandshake() throws {
+        let delegate = RecordingDelegate()
+        // The ticker on the real clock, here the embedded loop's time: a grid tick every 250 ms.
+        let channel = try makeChannel(delegate: delegate, ticker: HeartbeatTicker(interval: .milliseconds(250)))
+        // Looked at, still handshaking, at 0.25 and 0.5 s: its next look would be the handshake's 5 s deadline.
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(600))
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        #expect(delegate.recorded == [.established(remote)])
+        _ = try written(channel)
+        // Open at 0.6 s with a 500 ms interval: pinged at the 1.0 s tick (375 ms of silence).
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(399))
+        #expect(try written(channel).isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(try written(channel).map { $0.contains(#""type":"peerkit.ping""#) } == [true])
     }
 
     /// Every frame written so far, as envelope JSON text.
