@@ -98,8 +98,9 @@ struct HandlerExecutorTests {
         #expect(answers == (0..<50).map { "\($0): handler on the loop true" })
         #expect(resumedOnLoop)
 
-        asker.stop()
-        echo.stop()
+        // Their byes and closes done before the loops shut down (see withOwnLoops).
+        await asker.shutdown()
+        await echo.shutdown()
         try await askerRun.value
         try await echoRun.value
         try await askLoops.shutdownGracefully()
