@@ -71,10 +71,10 @@ public struct PeerConfiguration: Sendable {
     /// How long a send may wait for a peer to read, and how long a peer may stay over
     /// ``maximumQueuedOutboundBytes``, before it is disconnected as too slow (the send then throws
     /// ``PeerKitError/peerTooSlow(peer:queuedBytes:limit:grace:)``). Defaults to 10 s: long enough
-    /// to ride out a burst on a slow link. A peer's queue is looked at on its heartbeat's checks,
-    /// at least once a ``heartbeatInterval`` and every tick once it is over the limit, so the
-    /// period is counted from a check that saw it over, up to a heartbeat interval after it went
-    /// over; what is queued stays within the limit all the same.
+    /// to ride out a burst on a slow link. A peer's queue is looked at on its heartbeat's checks:
+    /// on every beat (a whole multiple of ``heartbeatInterval``) at least, and every tick once it
+    /// is over the limit. So the period is counted from a check that saw it over, up to about a
+    /// heartbeat interval after it went over; what is queued stays within the limit all the same.
     public var slowPeerGracePeriod: Duration
     /// Whether a peer whose link drops is *suspended* rather than disconnected, and what was sent
     /// to it and not acknowledged is resent once it is back (feature `resume`, with peers whose

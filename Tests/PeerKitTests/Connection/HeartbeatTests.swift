@@ -191,9 +191,9 @@ struct HeartbeatTests {
         #expect(answer.bytes.count == chunk.bytes.count)
 
         // The grace period counts from the first heartbeat check that sees alice's budget held,
-        // within the 1.25 s heartbeat interval (an idle connection is looked at only when its
-        // ping is due); then every tick. Past the 1 s grace period after that: bob is
-        // disconnected as too slow.
+        // on the next beat at the latest (a whole multiple of the 1.25 s heartbeat interval: a
+        // connection is looked at on every beat, not every tick); then every tick. Past the 1 s
+        // grace period after that: bob is disconnected as too slow.
         await network.advance(by: .milliseconds(2250))
         let event = try await events.waitFor("bob disconnected as too slow") {
             if case let .peerDisconnected(peer, _) = $0 { peer.name == "bob" } else { false }
