@@ -392,7 +392,7 @@ struct ConnectionStateMachine {
     /// worst finds nothing to do.
     ///
     /// What the handler passes in (the outbox, whether reading is paused) is looked at on every
-    /// beat at least (``beat(atOrAfter:interval:)``: about once a heartbeat interval), and every
+    /// beat at least (``beat(atOrAfter:)``: about once a heartbeat interval), and every
     /// tick while a limit's grace period runs.
     func nextHeartbeat(now: NIODeadline) -> NIODeadline? {
         switch state {
@@ -402,10 +402,10 @@ struct ConnectionStateMachine {
             return since + configuration.handshakeTimeout
         case .open:
             if overOutboundLimitSince != nil || holdingSpentBudgetSince != nil { return now }
-            // Looked at again on the next beat (``pingDue``) at the latest, about an interval
+            // Looked at again on the next beat at the latest, about an interval
             // away, whatever else is due: a look that ran late in a busy moment then does not
             // move the next one off the beat.
-            let nextBeat = Self.beat(atOrAfter: now + .nanoseconds(configuration.tickInterval.nanoseconds / 2), interval: configuration.heartbeatInterval)
+            let nextBeat = beat(atOrAfter: now + halfTick)
             let due = min(lastHeard + configuration.peerTimeout, nextBeat)
             if let sent = outstandingPing?.sent {
                 // Pinged again after an interval while this side does not read (``heartbeat``).
@@ -431,19 +431,20 @@ struct ConnectionStateMachine {
         let afterSilence = lastHeard + pingAfter
         guard configuration.drivesHeartbeat else {
             let beforeTimeout = lastHeard + configuration.peerTimeout - configuration.tickInterval
-            return min(Self.beat(atOrAfter: afterSilence, interval: configuration.heartbeatInterval), max(afterSilence, beforeTimeout))
+            return min(beat(atOrAfter: afterSilence), max(afterSilence, beforeTimeout))
         }
-        let beat = Self.beat(atOrAfter: lastHeard + .nanoseconds(configuration.tickInterval.nanoseconds / 2), interval: configuration.heartbeatInterval)
+        let beat = beat(atOrAfter: lastHeard + halfTick)
         return min(afterSilence, beat)
     }
 
-    /// The first whole multiple of `interval` at or after `time`.
-    static func beat(atOrAfter time: NIODeadline, interval: TimeAmount) -> NIODeadline {
-        let interval = UInt64(max(1, interval.nanoseconds))
-        let (beats, remainder) = time.uptimeNanoseconds.quotientAndRemainder(dividingBy: interval)
-        let (beat, overflow) = (beats + (remainder == 0 ? 0 : 1)).multipliedReportingOverflow(by: interval)
-        return overflow ? .distantFuture : .uptimeNanoseconds(beat)
+    /// The first beat (a whole multiple of the heartbeat interval) at or after `time`.
+    private func beat(atOrAfter time: NIODeadline) -> NIODeadline {
+        time.roundedUp(toMultipleOf: configuration.heartbeatInterval)
     }
+
+    /// Half a heartbeat tick: the margin that puts a time measured from a look's `now` (a little
+    /// after its grid tick) on the grid tick it means.
+    private var halfTick: TimeAmount { .nanoseconds(configuration.tickInterval.nanoseconds / 2) }
 
     /// The silence after which an open connection is pinged: half a tick less than the heartbeat
     /// interval on the side that drives the heartbeat, half a tick more on the other (when that
@@ -456,7 +457,7 @@ struct ConnectionStateMachine {
     /// beat overdue (the driver is busy, frozen, or gone). Timeouts are the same on both ends.
     private var pingAfter: TimeAmount {
         let interval = configuration.heartbeatInterval.nanoseconds
-        let half = configuration.tickInterval.nanoseconds / 2
+        let half = halfTick.nanoseconds
         if configuration.drivesHeartbeat { return .nanoseconds(interval - half) }
         return .nanoseconds(interval + half < configuration.peerTimeout.nanoseconds ? interval + half : interval)
     }
@@ -466,7 +467,7 @@ struct ConnectionStateMachine {
     /// loop's `now`), so a whole interval after it would fall a little after the grid tick an
     /// interval later, and wait for the tick after that.
     private var repingAfter: TimeAmount {
-        .nanoseconds(configuration.heartbeatInterval.nanoseconds - configuration.tickInterval.nanoseconds / 2)
+        configuration.heartbeatInterval - halfTick
     }
 
     /// Whether `condition` has held, tick after tick, for `grace` as of `now`; `since` keeps when

@@ -81,11 +81,11 @@ final class LoopRound {
     }
 
     private let eventLoop: any EventLoop
-    private let interval: UInt64
+    private let interval: TimeAmount
     private let clock: PeerClock
     /// Where the grid starts: uptime zero for the real clock, the time the round was made for a
     /// test clock (whose ticks count from there, as a test expects).
-    private let origin: UInt64
+    private let origin: NIODeadline
     private var members: [Int: Member] = [:]
     private var nextID = 0
     private var timer: PeerTimer?
@@ -94,9 +94,9 @@ final class LoopRound {
 
     init(eventLoop: any EventLoop, interval: TimeAmount, clock: PeerClock) {
         self.eventLoop = eventLoop
-        self.interval = UInt64(max(1, interval.nanoseconds))
+        self.interval = interval
         self.clock = clock
-        self.origin = clock.isReal ? 0 : clock.now(on: eventLoop).uptimeNanoseconds
+        self.origin = clock.isReal ? .uptimeNanoseconds(0) : clock.now(on: eventLoop)
     }
 
     func add(_ tick: @escaping HeartbeatTicker.Tick) -> Int {
@@ -123,16 +123,6 @@ final class LoopRound {
         schedule(now: clock.now(on: eventLoop))
     }
 
-    /// The first grid tick at or after `deadline`.
-    func gridTick(atOrAfter deadline: NIODeadline) -> NIODeadline {
-        let time = deadline.uptimeNanoseconds
-        guard time > origin else { return .uptimeNanoseconds(origin) }
-        let (ticks, remainder) = (time - origin).quotientAndRemainder(dividingBy: interval)
-        let (offset, overflow) = (ticks + (remainder == 0 ? 0 : 1)).multipliedReportingOverflow(by: interval)
-        let (tick, overflow2) = origin.addingReportingOverflow(offset)
-        return overflow || overflow2 ? .distantFuture : .uptimeNanoseconds(tick)
-    }
-
     /// Sets the timer for the grid tick at or after the earliest due member, and strictly after
     /// `now` (a tick that is due already runs at the next grid tick, as it did when every tick
     /// ran); cancels it when none is due.
@@ -148,7 +138,7 @@ final class LoopRound {
             wake = nil
             return
         }
-        let next = gridTick(atOrAfter: max(earliest, now + .nanoseconds(1)))
+        let next = max(earliest, now + .nanoseconds(1)).roundedUp(toMultipleOf: interval, from: origin)
         guard next != wake else { return }
         timer?.cancel()
         wake = next

@@ -312,3 +312,18 @@ extension Duration {
         return sum
     }
 }
+
+extension NIODeadline {
+    /// The first time at or after this one that is a whole number of `step`s after `origin`
+    /// (`origin` itself when this is earlier): the grid ticks and heartbeat beats of
+    /// ``HeartbeatTicker`` and ``ConnectionStateMachine``.
+    func roundedUp(toMultipleOf step: TimeAmount, from origin: NIODeadline = .uptimeNanoseconds(0)) -> NIODeadline {
+        let time = uptimeNanoseconds, start = origin.uptimeNanoseconds
+        guard time > start else { return origin }
+        let step = UInt64(max(1, step.nanoseconds))
+        let (steps, remainder) = (time - start).quotientAndRemainder(dividingBy: step)
+        let (offset, overflow) = (steps + (remainder == 0 ? 0 : 1)).multipliedReportingOverflow(by: step)
+        let (rounded, overflow2) = start.addingReportingOverflow(offset)
+        return overflow || overflow2 ? .distantFuture : .uptimeNanoseconds(rounded)
+    }
+}
