@@ -245,6 +245,11 @@ public final class PeerTransceiver: Service, Sendable {
 
     /// Stops like ``stop()`` and returns once every peer has been sent its bye and every
     /// connection is closed (at most about a second for a peer that does not read).
+    ///
+    /// Once it returns, the loops of a ``PeerConfiguration/eventLoopGroup`` of your own can be shut
+    /// down: what is left of a run started by ``start()`` or ``resume()`` no longer waits on them.
+    /// With handlers on an ``EventLoopTaskExecutor``, wait for ``run()`` to return instead: its
+    /// return is what says that nothing of the transceiver is left on the loops.
     public func shutdown() async {
         for closed in stopSession() {
             try? await closed.get()

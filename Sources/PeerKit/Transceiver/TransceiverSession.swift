@@ -34,10 +34,12 @@ final class TransceiverSession: ConnectionManagerDelegate {
         var discoveryFailure: PeerKitError?
         var knownServicesListed = false
         var stopCalled = false
-        /// Set by ``stop()``: the connections' closing, which ``run(callbacks:onStart:)`` waits for.
+        /// Set by ``stop()``: the connections' and the listener's closing (what a later call returns).
         var closing: [EventLoopFuture<Void>]?
-        /// The run waiting for ``stop()``.
-        var stopWaiter: CheckedContinuation<[EventLoopFuture<Void>], Never>?
+        /// How many of ``closing`` have not completed yet: what ``run(callbacks:onStart:)`` waits for.
+        var unclosed = 0
+        /// The run waiting for ``stop()`` and then for every close.
+        var closedWaiter: CheckedContinuation<Void, Never>?
     }
 
     init(configuration: PeerConfiguration, clock: PeerClock, security: WireSecurity, peerID: String, registry: MessageRegistry, resourceRegistry: ResourceRegistry, pending: PendingRequests, groups: GroupDirectory, hub: PeerEventHub, metrics: PeerMetrics) {
@@ -129,6 +131,13 @@ final class TransceiverSession: ConnectionManagerDelegate {
     /// The session's whole life as one structured task: starts it (``start()``) and tells
     /// `onStart` how that went; then the message dispatcher and the closure callbacks run as child
     /// tasks until ``stop()``. Returns once both have ended and every connection is closed.
+    ///
+    /// Once ``stop()`` was called, this schedules nothing on the event loops: it counts the
+    /// closes down from callbacks that ``stop()`` registered. It may resume only after
+    /// ``PeerTransceiver/shutdown()`` returned and the program shut its loops down; waiting with
+    /// `EventLoopFuture.get()`, which hops to the future's loop even when the future is complete,
+    /// then scheduled on a loop that had shut down (NIO printed "Cannot schedule tasks on an
+    /// EventLoop that has already shut down") and never returned.
     func run(callbacks: AsyncStream<PeerEvent>, onStart: @escaping @Sendable (Result<Int?, any Error>) -> Void) async {
         await withDiscardingTaskGroup { group in
             group.addTask(executorPreference: configuration.handlerExecutor) { await self.dispatcher.run() }
@@ -139,22 +148,31 @@ final class TransceiverSession: ConnectionManagerDelegate {
             } catch {
                 onStart(.failure(error))  // which stops this session
             }
-            for closed in await stopRequested() {
-                try? await closed.get()
-            }
+            await closedAfterStop()
         }
     }
 
-    /// Returns the connections' closing once ``stop()`` was called.
-    private func stopRequested() async -> [EventLoopFuture<Void>] {
+    /// Returns once ``stop()`` was called and every connection and the listener it closed is closed.
+    private func closedAfterStop() async {
         await withCheckedContinuation { continuation in
-            let closing = state.withLockedValue { state -> [EventLoopFuture<Void>]? in
-                if let closing = state.closing { return closing }
-                state.stopWaiter = continuation
-                return nil
+            let closed = state.withLockedValue { state -> Bool in
+                if state.closing != nil, state.unclosed == 0 { return true }
+                state.closedWaiter = continuation
+                return false
             }
-            if let closing { continuation.resume(returning: closing) }
+            if closed { continuation.resume() }
         }
+    }
+
+    /// One of the closes ``stop()`` started completed; the last one ends the run's wait.
+    private func closeCompleted() {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            state.unclosed -= 1
+            guard state.unclosed == 0 else { return nil }
+            defer { state.closedWaiter = nil }
+            return state.closedWaiter
+        }
+        waiter?.resume()
     }
 
     /// Listens. Returns the port (nil when not listening). Discovery starts afterwards, in
@@ -228,12 +246,20 @@ final class TransceiverSession: ConnectionManagerDelegate {
         groups.sessionStopped()
         dispatcher.finish()
         tasks.finish()
-        let waiter = state.withLockedValue { state -> CheckedContinuation<[EventLoopFuture<Void>], Never>? in
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
             state.closing = closed
-            defer { state.stopWaiter = nil }
-            return state.stopWaiter
+            state.unclosed = closed.count
+            guard closed.isEmpty else { return nil }
+            defer { state.closedWaiter = nil }
+            return state.closedWaiter
         }
-        waiter?.resume(returning: closed)
+        waiter?.resume()
+        // Registered now, while the loops run: the run counts the closes down instead of waiting
+        // on the futures itself, which would hop to their loops whenever it resumes (after
+        // shutdown() returned, they may have been shut down).
+        for future in closed {
+            future.whenComplete { _ in self.closeCompleted() }
+        }
         return closed
     }
 

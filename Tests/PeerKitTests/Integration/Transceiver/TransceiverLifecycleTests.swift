@@ -1,6 +1,9 @@
+import Dispatch
 import Logging
+import NIOPosix
 import PeerKit
 import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// `run()` is the structured lifecycle; `start()`/`resume()`/`stop()` the convenience on top.
@@ -136,6 +139,71 @@ struct TransceiverLifecycleTests {
         }
         let numbers = try await received.take(senders * rounds)
         #expect(numbers.sorted() == Array(0..<(senders * rounds)))
+    }
+
+    /// A program that starts a transceiver on loops of its own shuts it down, then the loops. The
+    /// transceiver's run (here on an executor that holds it, as a busy machine may) resumes only
+    /// after that. It used to wait for the closes with `EventLoopFuture.get()`, which hops to the
+    /// future's loop: NIO printed "Cannot schedule tasks on an EventLoop that has already shut
+    /// down", and the run never returned.
+    @Test("after shutdown() the program may shut its event loops down: the run, resuming later, schedules nothing on them and returns")
+    func loopsShutDownAfterShutdown() async throws {
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var configuration = loopbackConfiguration(serviceType: randomServiceType(), name: "server")
+        configuration.eventLoopGroup = loops
+        let server = PeerTransceiver(configuration: configuration)
+        let serverEvents = server.events()
+        let executor = HoldingExecutor()
+        let returned = Mutex(false)
+        let running = Task(executorPreference: executor) {
+            try? await server.run()
+            returned.withLock { $0 = true }
+        }
+        try await waitUntilStarted(serverEvents)
+        let (client, _) = try await clientOf(server)
+        defer { client.stop() }
+
+        executor.hold()
+        await server.shutdown()
+        try await loops.shutdownGracefully()
+        executor.release()
+        // Not `running.value` within a time limit: a run that never returns would hold the test up.
+        try await within(20, "the run to return") {
+            while !returned.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        await running.value
+    }
+}
+
+/// A task executor that runs jobs on Dispatch's global queue, or keeps them from ``hold()`` to
+/// ``release()``: a task on it that resumes meanwhile runs only at the release.
+private final class HoldingExecutor: TaskExecutor {
+    private let held = Mutex<[UnownedJob]?>(nil)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let runsNow = held.withLock { held -> Bool in
+            guard held != nil else { return true }
+            held?.append(job)
+            return false
+        }
+        if runsNow { run(job) }
+    }
+
+    func hold() {
+        held.withLock { $0 = $0 ?? [] }
+    }
+
+    func release() {
+        let jobs = held.withLock { held -> [UnownedJob] in
+            defer { held = nil }
+            return held ?? []
+        }
+        for job in jobs { run(job) }
+    }
+
+    private func run(_ job: UnownedJob) {
+        DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 
