@@ -31,10 +31,12 @@ ISOLATED_TESTS = AdversarialTests
 ## runs them with 200 seeds (see Documentation/Testing.md).
 RANDOMIZED_TESTS = SessionFaultScheduleTests
 
-## make test: installs what is missing, starts a loopback-only avahi-daemon when none answers, runs every test.
+## make test: installs what is missing, starts a loopback-only avahi-daemon when none answers, runs every test
+## (first the benchmark harness's own tests, which run no benchmark: under a second).
 ## The fuzz smoke run is not part of it (its sanitizer builds of every dependency take longer than the
 ## tests): run `make fuzz-smoke`; CI (.ci/run) runs both.
 test: avahi
+	@scripts/bench --self-test
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip '$(ISOLATED_TESTS)' --skip '$(RANDOMIZED_TESTS)'
 	PEERKIT_BIN_DIR="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))" $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --filter '$(ISOLATED_TESTS)|$(RANDOMIZED_TESTS)' --no-parallel

@@ -52,7 +52,7 @@ def main():
     started = time.monotonic()
     suite.run()
     ratios = compute_ratios(suite.figures)
-    print(markdown(suite.figures, ratios, machine, args.runs))
+    print(markdown(suite.figures, ratios, machine, args.runs, suite.busy))
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{stamp}.json"
@@ -63,7 +63,7 @@ def main():
     if commit and changed:
         commit += "-dirty"
     out.write_text(json.dumps({"timestamp": stamp, "commit": commit, "machine": machine, "runs": args.runs,
-                               "quick": args.quick, "seconds": time.monotonic() - started,
+                               "quick": args.quick, "seconds": time.monotonic() - started, "busy": suite.busy,
                                "figures": suite.figures, "ratios": ratios}, indent=2, ensure_ascii=False) + "\n")
     print(f"\nWrote {out} ({time.monotonic() - started:.0f} s).", file=sys.stderr)
     print()

@@ -9,14 +9,17 @@ runs' own spread.
 `scripts/bench` calls this after every run (and `scripts/bench --compare RESULT.json`,
 `scripts/bench --write-reference [RESULT.json]` call it without running anything).
 
-The rule. A ratio is PeerKit's median ÷ a baseline's median of the same run (report.RATIOS).
-Each figure was measured in several fresh runs, so each ratio has a range: from PeerKit's worst
-run against the baseline's best run to PeerKit's best run against the baseline's worst
-(min ÷ max to max ÷ min). Its spread is the width of that range relative to the ratio. A ratio
-is flagged *worse* when it moved the wrong way (down for rates, up for times) by more than the
-larger of its two spreads, the reference's and this run's; *better* likewise the other way; within
-that, it is noise and not flagged. A figure measured once has no spread of its own, so with
-`--runs 1` every move of its ratios beyond the baseline's spread is flagged.
+The rule. A ratio is PeerKit's figure ÷ a baseline's of the same run (report.RATIOS). Each figure
+was measured in several fresh runs, so each ratio has a range (report.ratio_range). A figure
+measured in rounds with its baseline (Suite.measure_rounds: each round runs both, one after the
+other) is divided round by round: the ratio is the median of the rounds' ratios, its range their
+lowest to highest. Otherwise the ratio is median ÷ median, its range from PeerKit's worst run
+against the baseline's best run to PeerKit's best run against the baseline's worst (min ÷ max to
+max ÷ min). Its spread is the width of that range relative to the ratio. A ratio is flagged
+*worse* when it moved the wrong way (down for rates, up for times) by more than the larger of its
+two spreads, the reference's and this run's; *better* likewise the other way; within that, it is
+noise and not flagged. A figure measured once has no spread of its own, so with `--runs 1` every
+move of its ratios beyond the baseline's spread is flagged.
 
 The reference keeps, for each ratio, its value and range and the run it came from. Writing a
 reference from a run replaces the ratios that run measured and keeps the others (a run with
@@ -29,7 +32,7 @@ import json
 import sys
 from pathlib import Path
 
-from report import RATIOS
+from report import RATIOS, busy_note, ratio_range
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference.json"
 FORMAT = 1
@@ -50,35 +53,19 @@ def load_json(path, what):
                              f"wrote into bench-results/.") from error
 
 
-def extremes(figures, key):
-    """(median, min, max) of a figure, or None when it was not measured; a key ending in ×2 doubles it."""
-    factor = 1
-    if key.endswith("×2"):
-        key, factor = key[:-2], 2
-    figure = figures.get(key)
-    if not figure or figure.get("status") != "ok" or not figure.get("median"):
-        return None
-    median = figure["median"]
-    return median * factor, figure.get("min", median) * factor, figure.get("max", median) * factor
-
-
 def ratio_entries(result):
     """Every ratio a run measured, keyed 'figure / column', with its value, range and direction."""
     figures = result.get("figures", {})
     run = result.get("timestamp", "?")
     entries = {}
     for key, columns in RATIOS:
-        mine = extremes(figures, key)
-        if mine is None:
-            continue
         for column, baseline in columns:
-            theirs = extremes(figures, baseline)
-            if theirs is None or theirs[1] <= 0:
+            ratio = ratio_range(figures, key, baseline)
+            if ratio is None:
                 continue
             entries[f"{key} / {column}"] = {
                 "figure": key, "column": column, "baseline": baseline.removesuffix("×2"),
-                "title": f"{figures[key]['title']} / {column}",
-                "value": mine[0] / theirs[0], "low": mine[1] / theirs[2], "high": mine[2] / theirs[1],
+                "title": f"{figures[key]['title']} / {column}", **ratio,
                 "lowerIsBetter": bool(figures[key].get("lowerIsBetter")), "run": run,
             }
     return entries
@@ -116,7 +103,8 @@ def compare(reference, result):
 
 
 def format_ratio(entry):
-    return f"{entry['value']:.2f}× ({entry['low']:.2f}–{entry['high']:.2f})"
+    by_round = ", by round" if entry.get("paired") else ""
+    return f"{entry['value']:.2f}× ({entry['low']:.2f}–{entry['high']:.2f}{by_round})"
 
 
 def markdown(reference, result, reference_path):
@@ -125,8 +113,9 @@ def markdown(reference, result, reference_path):
     sources = sorted({f"{runs.get(e['run'], {}).get('commit', '?')} ({e['run']})"
                       for _, e, *_ in rows if e is not None})
     lines = [f"Against the reference ({reference_path}: {', '.join(sources) or 'no ratio in common'}). "
-             "Ranges are min÷max to max÷min of the runs; a ratio is flagged when it moved the wrong "
-             "way by more than the larger of its two spreads.", "",
+             "Ranges are min÷max to max÷min of the runs, or the lowest to highest of the rounds' ratios "
+             "(\"by round\": a figure and its baseline measured in the same rounds); a ratio is flagged "
+             "when it moved the wrong way by more than the larger of its two spreads.", "",
              "| Ratio | reference | this run | change | allowed | |", "|---|---:|---:|---:|---:|---|"]
     for key, before, now, mark, change, allowed in rows:
         if before is None:
@@ -146,6 +135,9 @@ def markdown(reference, result, reference_path):
     if missing:
         lines.append(f"{len(missing)} ratio{'s' if len(missing) != 1 else ''} of the reference "
                      f"{'were' if len(missing) != 1 else 'was'} not measured in this run.")
+    note = busy_note(result.get("busy"))
+    if note:
+        lines.append(note)
     if result.get("quick"):
         lines.append("This run was --quick (a tenth of the messages): its ratios are not comparable to a full run's.")
     return "\n".join(lines), worse

@@ -2,7 +2,9 @@
 
 import os
 import platform
+import statistics
 import subprocess
+import time
 from pathlib import Path
 
 from stats import format_figure, format_value
@@ -154,18 +156,43 @@ def absolute_target(figures, key, check):
     return check(value), format_value(value, figures[key]["unit"]) + " " + figures[key]["unit"]
 
 
+def ratio_range(figures, key, baseline):
+    """PeerKit's figure `key` ÷ the figure `baseline` (a key ending in ×2 doubles it) of one run, as
+    {"value", "low", "high", "paired"}, or None when either was not measured.
+
+    Two figures measured in the same rounds (the same `pairedIn`, Suite.measure_rounds) are divided
+    round by round: the value is the median of those ratios, the range their lowest to highest.
+    What the machine's other tenants did during a round falls on both figures of it, so this range
+    is much narrower than that of figures measured minutes apart. Otherwise the value is median ÷
+    median and the range PeerKit's worst run against the baseline's best to its best against the
+    baseline's worst (min ÷ max to max ÷ min)."""
+    factor = 1
+    if baseline.endswith("×2"):
+        baseline, factor = baseline[:-2], 2
+    mine, theirs = figures.get(key), figures.get(baseline)
+    if not all(figure and figure.get("status") == "ok" for figure in (mine, theirs)):
+        return None
+    if not mine.get("median") or not theirs.get("median") or min(theirs["samples"]) <= 0:
+        return None
+    group = mine.get("pairedIn")
+    if group is not None and group == theirs.get("pairedIn") and len(mine["samples"]) == len(theirs["samples"]):
+        by_round = [a / (b * factor) for a, b in zip(mine["samples"], theirs["samples"])]
+        return {"value": statistics.median(by_round), "low": min(by_round), "high": max(by_round), "paired": True}
+    return {"value": mine["median"] / (theirs["median"] * factor), "low": mine["min"] / (theirs["max"] * factor),
+            "high": mine["max"] / (theirs["min"] * factor), "paired": False}
+
+
 def compute_ratios(figures):
     ratios = {}
     for key, columns in RATIOS:
-        mine = baseline_value(figures, key)
         for column, baseline in columns:
-            theirs = baseline_value(figures, baseline)
-            if mine is not None and theirs:
-                ratios.setdefault(key, {})[column] = mine / theirs
+            ratio = ratio_range(figures, key, baseline)
+            if ratio is not None:
+                ratios.setdefault(key, {})[column] = ratio["value"]
     return ratios
 
 
-def markdown(figures, ratios, machine, runs):
+def markdown(figures, ratios, machine, runs, busy=None):
     lines = [f"PeerKit benchmarks — {machine['cpu']}, {machine['cores']} cores, {machine['kernel']}, "
              f"{machine['swift']}; median of {runs} run{'s' if runs != 1 else ''} in fresh processes (min–max of the runs in brackets).", ""]
     lines += ["| PeerKit | median | " + " | ".join(f"/ {c}" for c in RATIO_COLUMNS) + " |",
@@ -179,7 +206,8 @@ def markdown(figures, ratios, machine, runs):
             cells.append(f"{value:.2f}×" if value is not None else "")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Ratios are PeerKit ÷ baseline: above 1 is faster for rates, slower for times. The JSON floor "
-              "of a round trip is two encodes and two decodes.", ""]
+              "of a round trip is two encodes and two decodes. A figure measured in rounds with its baseline "
+              "(each round runs both) is divided round by round: its ratio is the median of the rounds' ratios.", ""]
     lines += ["| Baseline | median |", "|---|---:|"]
     for key, figure in figures.items():
         if key.startswith(("raw.", "zmq.", "json.")):
@@ -189,10 +217,43 @@ def markdown(figures, ratios, machine, runs):
         met, now = check(figures)
         title = figures.get(key, {}).get("title", TARGET_TITLES.get(key, key))
         lines.append(f"| {title} | {goal} | {now} | {'–' if met is None else ('yes' if met else 'no')} |")
+    note = busy_note(busy)
+    if note:
+        lines += ["", note]
     unavailable = [(f["title"], f["reason"]) for f in figures.values() if f.get("status") != "ok"]
     if unavailable:
         lines += ["", "Unavailable:"] + [f"- {title}: {reason}" for title, reason in unavailable]
     return "\n".join(lines)
+
+
+def machine_busy(seconds=0.5):
+    """How busy the whole machine was over `seconds` (percent of all its cores, from /proc/stat), or
+    None where it cannot be read. Sampled while no measurement runs, it is what other processes use."""
+    def times():
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+    try:
+        total_before, idle_before = times()
+        time.sleep(seconds)
+        total_after, idle_after = times()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total_after - total_before
+    return 100.0 * (total - (idle_after - idle_before)) / total if total > 0 else None
+
+
+BUSY_WARNING_PERCENT = 25
+
+
+def busy_note(samples):
+    """A sentence on the other processes' load during a run (Suite.busy), or None when it stayed low."""
+    values = [sample["percent"] for sample in samples or [] if sample.get("percent") is not None]
+    if not values or max(values) < BUSY_WARNING_PERCENT:
+        return None
+    worst = max(samples, key=lambda sample: sample.get("percent") or 0)
+    return (f"The machine was busy: other processes used up to {max(values):.0f} % of it between measurements "
+            f"(before {worst['before']}). Load that slows PeerKit's threads more than a baseline's one moves a "
+            f"ratio even when measured in rounds: run again on a quiet machine before believing a flag.")
 
 
 def machine_description(python):

@@ -15,6 +15,7 @@ import listr_bench
 import mesh
 from listr_store import write_store_plist
 from processes import FAILURES, BenchError, Process, is_ready, is_result, pair, pinned
+from report import machine_busy
 from stats import format_figure, summarize
 
 
@@ -29,6 +30,9 @@ class Suite:
         self.zmq = str(Path(__file__).resolve().parent.parent / "zmq" / "zmqbench.py")
         self.figures = {}
         self.scale = 0.1 if args.quick else 1.0
+        # What other processes used of the machine before each group of rounds (report.machine_busy).
+        self.busy = []
+        self.machine_busy = machine_busy
 
     def n(self, count):
         return max(int(count * self.scale), 10)
@@ -36,42 +40,55 @@ class Suite:
     def log(self, text):
         print(text, file=sys.stderr, flush=True)
 
+    def selected(self, keys):
+        """Whether --only chose any of `keys` (everything is chosen without --only)."""
+        return not self.args.only or any(key.startswith(prefix) for key in keys for prefix in self.args.only)
+
     def measure(self, key, title, unit, runs, one_run, lower_is_better=False):
         """Runs `one_run` (returning a number) `runs` times; records the figure or why it is unavailable."""
-        if self.args.only and not any(key.startswith(prefix) for prefix in self.args.only):
-            return
-        samples = []
-        started = time.monotonic()
-        try:
-            for _ in range(runs):
-                samples.append(one_run())
-        except FAILURES as error:
-            self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(error)}
-            self.log(f"  {title}: unavailable: {error}")
-            return
-        figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower_is_better}
-        figure.update(summarize(samples))
-        self.figures[key] = figure
-        self.log(f"  {title}: {format_figure(figure)} [{time.monotonic() - started:.1f} s]")
+        self.measure_many({key: (title, unit, None, lower_is_better)}, runs, one_run)
 
     def measure_many(self, keys, runs, one_run):
         """Like `measure` for a run that yields several figures at once: keys maps key → (title, unit, field, lower)."""
-        if self.args.only and not any(key.startswith(prefix) for key in keys for prefix in self.args.only):
-            return
-        results = []
-        try:
-            for _ in range(runs):
-                results.append(one_run())
-        except FAILURES as error:
-            for key, (title, unit, _, _) in keys.items():
-                self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(error)}
-            self.log(f"  {', '.join(t for t, *_ in keys.values())}: unavailable: {error}")
-            return
-        for key, (title, unit, field, lower) in keys.items():
-            figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower}
-            figure.update(summarize([result[field] for result in results]))
-            self.figures[key] = figure
-            self.log(f"  {title}: {format_figure(figure)}")
+        self.measure_rounds(None, [(keys, one_run)], runs)
+
+    def measure_rounds(self, group, specs, runs):
+        """Measures several figures in rounds: each round runs every one of `specs`, (keys, one_run)
+        as `measure_many` takes them (a field of None: one_run returns the figure itself), once, in
+        an order turned by one each round. Sample i of every figure then comes from round i, minutes
+        apart from no other figure of the group: a ratio of two figures of one `group` is taken
+        round by round (report.ratio_range), so that what the machine's other tenants do in a
+        stretch of time falls on both sides of it. A spec that fails is unavailable; the others go on."""
+        specs = [(keys, one_run) for keys, one_run in specs if self.selected(keys)]
+        if group is not None and specs:
+            self.busy.append({"before": group, "percent": self.machine_busy()})
+        results = [[] for _ in specs]
+        failures = {}
+        started = time.monotonic()
+        for round_index in range(runs):
+            for turn in range(len(specs)):
+                index = (turn + round_index) % len(specs)
+                if index in failures:
+                    continue
+                try:
+                    results[index].append(specs[index][1]())
+                except FAILURES as error:
+                    failures[index] = error
+        for index, (keys, _) in enumerate(specs):
+            if index in failures:
+                for key, (title, unit, _, _) in keys.items():
+                    self.figures[key] = {"title": title, "unit": unit, "status": "unavailable", "reason": str(failures[index])}
+                self.log(f"  {', '.join(title for title, *_ in keys.values())}: unavailable: {failures[index]}")
+                continue
+            for key, (title, unit, field, lower) in keys.items():
+                figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower}
+                if group is not None:
+                    figure["pairedIn"] = group
+                figure.update(summarize([result if field is None else result[field] for result in results[index]]))
+                self.figures[key] = figure
+                self.log(f"  {title}: {format_figure(figure)}")
+        if group is not None and specs:
+            self.log(f"  (rounds of {group}: {time.monotonic() - started:.1f} s)")
 
     # ---- Raw C baseline
 
@@ -284,23 +301,15 @@ class Suite:
     def run(self):
         runs = self.args.runs
         n = self.n
+        # The figures whose ratios issue 34's goals and the reference watch are measured in rounds
+        # with their baselines (measure_rounds): each round runs every figure of the group once.
         self.log("Baselines: raw C")
-        self.measure("raw.tput.100.single", "raw 100 B, one write per frame", "msgs/s", runs,
-                     lambda: self.raw_throughput(100, n(1_000_000), 1, "msgsPerSec"))
         self.measure("raw.tput.100.batched", "raw 100 B, 64 frames per write", "msgs/s", runs,
                      lambda: self.raw_throughput(100, n(5_000_000), 64, "msgsPerSec"))
         self.measure("raw.tput.64k", "raw 64 KiB", "MB/s", runs, lambda: self.raw_throughput(65536, n(30_000), 1, "MBps"))
         self.measure("raw.tput.4m", "raw 4 MiB", "MB/s", runs, lambda: self.raw_throughput(4 << 20, n(400), 1, "MBps"))
-        for pin, label in ((True, "pinned"), (False, "unpinned")):
-            self.measure_many({f"raw.rtt.{label}.p50": (f"raw RTT p50, {label}", "µs", "p50us", True),
-                               f"raw.rtt.{label}.p99": (f"raw RTT p99, {label}", "µs", "p99us", True)},
-                              runs, lambda pin=pin: self.raw_rtt(pin))
 
         self.log("Baselines: pyzmq")
-        self.measure("zmq.tput.100.bytes", "pyzmq PUSH/PULL 100 B", "msgs/s", runs,
-                     lambda: self.zmq_throughput(100, n(500_000), False, "msgsPerSec"))
-        self.measure("zmq.tput.100.json", "pyzmq PUSH/PULL 100 B, send_json", "msgs/s", runs,
-                     lambda: self.zmq_throughput(100, n(200_000), True, "msgsPerSec"))
         self.measure("zmq.tput.64k", "pyzmq PUSH/PULL 64 KiB", "MB/s", runs,
                      lambda: self.zmq_throughput(65536, n(30_000), False, "MBps"))
         self.measure("zmq.tput.4m", "pyzmq PUSH/PULL 4 MiB", "MB/s", runs,
@@ -308,82 +317,113 @@ class Suite:
         for subscribers in (1, 4, 16):
             self.measure(f"zmq.fanout.{subscribers}", f"pyzmq XPUB/SUB 100 B to {subscribers}, per subscriber", "msgs/s", runs,
                          lambda subscribers=subscribers: self.zmq_fanout(subscribers, n(self.args.peerkit_messages // subscribers)))
-        for use_json, kind in ((False, "bytes"), (True, "json")):
-            for pin, label in ((True, "pinned"), (False, "unpinned")):
-                suffix = ", send_json" if use_json else ""
-                self.measure_many({f"zmq.rtt.{kind}.{label}.p50": (f"pyzmq REQ/REP p50{suffix}, {label}", "µs", "p50us", True),
-                                   f"zmq.rtt.{kind}.{label}.p99": (f"pyzmq REQ/REP p99{suffix}, {label}", "µs", "p99us", True)},
-                                  runs, lambda use_json=use_json, pin=pin: self.zmq_rtt(use_json, pin))
 
-        self.log("Baselines: JSON floor (Foundation JSONEncoder + JSONDecoder of the envelope)")
-        self.measure_many({"json.floor.100": ("JSON floor 100 B", "msgs/s", "msgsPerSec", False),
-                           "json.floor.100.us": ("JSON floor 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
-                          runs, lambda: self.json_floor(100, n(200_000)))
-        self.measure("json.floor.64k", "JSON floor 64 KiB", "MB/s", runs, lambda: self.json_floor(65536, n(3_000))["MBps"])
-        self.measure("json.floor.4m", "JSON floor 4 MiB", "MB/s", runs, lambda: self.json_floor(4 << 20, n(40))["MBps"])
-        self.log("PeerKit's JSON codec (PeerKitJSON) on the same envelope, against the floor")
-        self.measure_many({"pk.json.100": ("PeerKit JSON codec 100 B", "msgs/s", "msgsPerSec", False),
-                           "pk.json.100.us": ("PeerKit JSON codec 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
-                          runs, lambda: self.json_floor(100, n(200_000), "peerkit"))
-        self.measure("pk.json.64k", "PeerKit JSON codec 64 KiB", "MB/s", runs,
-                     lambda: self.json_floor(65536, n(3_000), "peerkit")["MBps"])
-        self.measure("pk.json.4m", "PeerKit JSON codec 4 MiB", "MB/s", runs,
-                     lambda: self.json_floor(4 << 20, n(40), "peerkit")["MBps"])
+        self.log("PeerKit's JSON codec (PeerKitJSON) against the JSON floor (Foundation JSONEncoder + JSONDecoder "
+                 "of the envelope), in rounds")
+        self.measure_rounds("json.100", [
+            ({"json.floor.100": ("JSON floor 100 B", "msgs/s", "msgsPerSec", False),
+              "json.floor.100.us": ("JSON floor 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
+             lambda: self.json_floor(100, n(200_000))),
+            ({"pk.json.100": ("PeerKit JSON codec 100 B", "msgs/s", "msgsPerSec", False),
+              "pk.json.100.us": ("PeerKit JSON codec 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
+             lambda: self.json_floor(100, n(200_000), "peerkit")),
+        ], runs)
+        for what, size, count in (("64k", 65536, 3_000), ("4m", 4 << 20, 40)):
+            label = "64 KiB" if what == "64k" else "4 MiB"
+            self.measure_rounds(f"json.{what}", [
+                single(f"json.floor.{what}", f"JSON floor {label}", "MB/s",
+                       lambda size=size, count=count: self.json_floor(size, n(count))["MBps"]),
+                single(f"pk.json.{what}", f"PeerKit JSON codec {label}", "MB/s",
+                       lambda size=size, count=count: self.json_floor(size, n(count), "peerkit")["MBps"]),
+            ], runs)
 
-        self.log("PeerKit")
-        self.measure("pk.tput.100", "PeerKit 100 B one-way, broadcast", "msgs/s", runs,
-                     lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000)["msgsPerSec"])
-        self.measure("pk.tput.100.send", "PeerKit 100 B one-way, send(_:to:)", "msgs/s", runs,
-                     lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, api="send")["msgsPerSec"])
+        self.log("PeerKit 100 B one-way, with raw C and pyzmq, in rounds")
+        self.measure_rounds("tput.100", [
+            single("raw.tput.100.single", "raw 100 B, one write per frame", "msgs/s",
+                   lambda: self.raw_throughput(100, n(1_000_000), 1, "msgsPerSec")),
+            single("zmq.tput.100.bytes", "pyzmq PUSH/PULL 100 B", "msgs/s",
+                   lambda: self.zmq_throughput(100, n(500_000), False, "msgsPerSec")),
+            single("zmq.tput.100.json", "pyzmq PUSH/PULL 100 B, send_json", "msgs/s",
+                   lambda: self.zmq_throughput(100, n(200_000), True, "msgsPerSec")),
+            single("pk.tput.100", "PeerKit 100 B one-way, broadcast", "msgs/s",
+                   lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000)["msgsPerSec"]),
+            single("pk.tput.100.send", "PeerKit 100 B one-way, send(_:to:)", "msgs/s",
+                   lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, api="send")["msgsPerSec"]),
+        ], runs)
+        self.log("PeerKit 64 KiB and 4 MiB one-way")
         self.measure("pk.tput.64k", "PeerKit 64 KiB one-way", "MB/s", runs,
                      lambda: self.peerkit_throughput(65536, n(6_000), 64)["MBps"])
         self.measure("pk.tput.4m", "PeerKit 4 MiB one-way", "MB/s", runs,
                      lambda: self.peerkit_throughput(4 << 20, n(100), 4)["MBps"])
+
+        # The one-event-loop figures (pk.rtt.loop): handlers and the requester on the transceiver's
+        # one event loop (EventLoopTaskExecutor), what the default's thread hand-offs cost.
         for pin, label in ((True, "pinned"), (False, "unpinned")):
-            self.measure_many({f"pk.rtt.{label}.p50": (f"PeerKit request/reply p50, {label}", "µs", "p50us", True),
-                               f"pk.rtt.{label}.p99": (f"PeerKit request/reply p99, {label}", "µs", "p99us", True)},
-                              runs, lambda pin=pin: self.peerkit_rtt(pin))
-        # Handlers and the requester on the transceiver's one event loop (EventLoopTaskExecutor):
-        # what the thread hand-offs of the default cost.
-        for pin, label in ((True, "pinned"), (False, "unpinned")):
-            self.measure_many({f"pk.rtt.loop.{label}.p50": (f"PeerKit request/reply p50, one event loop, {label}", "µs", "p50us", True),
-                               f"pk.rtt.loop.{label}.p99": (f"PeerKit request/reply p99, one event loop, {label}", "µs", "p99us", True)},
-                              runs, lambda pin=pin: self.peerkit_rtt(pin, one_loop=True))
-        self.log("PeerKit resources: 1 GiB between two processes, against a raw C copy of the same bytes in this run")
+            self.log(f"PeerKit request/reply, {label}, with raw C and pyzmq, in rounds")
+            specs = [({f"raw.rtt.{label}.p50": (f"raw RTT p50, {label}", "µs", "p50us", True),
+                       f"raw.rtt.{label}.p99": (f"raw RTT p99, {label}", "µs", "p99us", True)},
+                      lambda pin=pin: self.raw_rtt(pin))]
+            for use_json, kind in ((False, "bytes"), (True, "json")):
+                suffix = ", send_json" if use_json else ""
+                specs.append(({f"zmq.rtt.{kind}.{label}.p50": (f"pyzmq REQ/REP p50{suffix}, {label}", "µs", "p50us", True),
+                               f"zmq.rtt.{kind}.{label}.p99": (f"pyzmq REQ/REP p99{suffix}, {label}", "µs", "p99us", True)},
+                              lambda use_json=use_json, pin=pin: self.zmq_rtt(use_json, pin)))
+            specs.append(({f"pk.rtt.{label}.p50": (f"PeerKit request/reply p50, {label}", "µs", "p50us", True),
+                           f"pk.rtt.{label}.p99": (f"PeerKit request/reply p99, {label}", "µs", "p99us", True)},
+                          lambda pin=pin: self.peerkit_rtt(pin)))
+            specs.append(({f"pk.rtt.loop.{label}.p50": (f"PeerKit request/reply p50, one event loop, {label}", "µs", "p50us", True),
+                           f"pk.rtt.loop.{label}.p99": (f"PeerKit request/reply p99, one event loop, {label}", "µs", "p99us", True)},
+                          lambda pin=pin: self.peerkit_rtt(pin, one_loop=True)))
+            self.measure_rounds(f"rtt.{label}", specs, runs)
+
+        self.log("PeerKit resources: 1 GiB between two processes, against a raw C copy of the same bytes, in rounds")
         resource_size = (1 << 30) if not self.args.quick else (64 << 20)
-        self.measure("raw.tput.1g", "raw C copy of the resource's bytes (256 KiB frames)", "MB/s", runs,
-                     lambda: self.raw_throughput(256 * 1024, resource_size // (256 * 1024), 1, "MBps"))
-        self.measure_many({"pk.resource.1g": ("PeerKit resource, 1 GiB (64 MiB with --quick)", "MB/s", "MBps", False),
-                           "pk.resource.1g.rss.sender": ("resource: sender's peak RSS growth", "MiB", "senderRSSGrowthMiB", True),
-                           "pk.resource.1g.rss.receiver": ("resource: receiver's peak RSS growth", "MiB", "receiverRSSGrowthMiB", True)},
-                          runs, lambda: self.peerkit_resource(resource_size))
+        self.measure_rounds("resource", [
+            single("raw.tput.1g", "raw C copy of the resource's bytes (256 KiB frames)", "MB/s",
+                   lambda: self.raw_throughput(256 * 1024, resource_size // (256 * 1024), 1, "MBps")),
+            ({"pk.resource.1g": ("PeerKit resource, 1 GiB (64 MiB with --quick)", "MB/s", "MBps", False),
+              "pk.resource.1g.rss.sender": ("resource: sender's peak RSS growth", "MiB", "senderRSSGrowthMiB", True),
+              "pk.resource.1g.rss.receiver": ("resource: receiver's peak RSS growth", "MiB", "receiverRSSGrowthMiB", True)},
+             lambda: self.peerkit_resource(resource_size)),
+        ], runs)
         for receivers in (1, 4, 16):
             self.measure(f"pk.fanout.{receivers}", f"PeerKit broadcast to {receivers}, per receiver", "msgs/s", runs,
                          lambda receivers=receivers: self.peerkit_throughput(
                              100, n(self.args.peerkit_messages // receivers), 20_000, receivers)["msgsPerSec"])
 
-        self.log("PeerKit security: the same measurements with and without TLS, in this run")
-        for security in ("none", "psk", "cert"):
-            self.measure(f"pk.sec.{security}.tput.100", f"PeerKit 100 B one-way, security {security}", "msgs/s", runs,
-                         lambda security=security: self.peerkit_throughput(
-                             100, n(self.args.peerkit_messages), 20_000, security=security)["msgsPerSec"])
-            self.measure(f"pk.sec.{security}.tput.64k", f"PeerKit 64 KiB one-way, security {security}", "MB/s", runs,
-                         lambda security=security: self.peerkit_throughput(65536, n(6_000), 64, security=security)["MBps"])
-            self.measure(f"pk.sec.{security}.tput.4m", f"PeerKit 4 MiB one-way, security {security}", "MB/s", runs,
-                         lambda security=security: self.peerkit_throughput(4 << 20, n(100), 4, security=security)["MBps"])
-            self.measure_many({f"pk.sec.{security}.rtt.p50": (f"PeerKit request/reply p50, unpinned, security {security}", "µs", "p50us", True),
-                               f"pk.sec.{security}.rtt.p99": (f"PeerKit request/reply p99, unpinned, security {security}", "µs", "p99us", True),
-                               f"pk.sec.{security}.connect": (f"PeerKit start() → connected (TCP, TLS if on, hello), security {security}", "ms", "connectMs", True)},
-                              runs, lambda security=security: self.peerkit_rtt(False, security=security))
+        self.log("PeerKit security: the same measurements with and without TLS, in rounds")
+        securities = ("none", "psk", "cert")
+        self.measure_rounds("security.tput.100", [
+            single(f"pk.sec.{security}.tput.100", f"PeerKit 100 B one-way, security {security}", "msgs/s",
+                   lambda security=security: self.peerkit_throughput(
+                       100, n(self.args.peerkit_messages), 20_000, security=security)["msgsPerSec"])
+            for security in securities], runs)
+        self.measure_rounds("security.tput.64k", [
+            single(f"pk.sec.{security}.tput.64k", f"PeerKit 64 KiB one-way, security {security}", "MB/s",
+                   lambda security=security: self.peerkit_throughput(65536, n(6_000), 64, security=security)["MBps"])
+            for security in securities], runs)
+        self.measure_rounds("security.tput.4m", [
+            single(f"pk.sec.{security}.tput.4m", f"PeerKit 4 MiB one-way, security {security}", "MB/s",
+                   lambda security=security: self.peerkit_throughput(4 << 20, n(100), 4, security=security)["MBps"])
+            for security in securities], runs)
+        self.measure_rounds("security.rtt", [
+            ({f"pk.sec.{security}.rtt.p50": (f"PeerKit request/reply p50, unpinned, security {security}", "µs", "p50us", True),
+              f"pk.sec.{security}.rtt.p99": (f"PeerKit request/reply p99, unpinned, security {security}", "µs", "p99us", True),
+              f"pk.sec.{security}.connect": (f"PeerKit start() → connected (TCP, TLS if on, hello), security {security}", "ms", "connectMs", True)},
+             lambda security=security: self.peerkit_rtt(False, security=security))
+            for security in securities], runs)
 
-        self.log("PeerKit resumable sessions: the same measurements with sessions off and on, in this run")
-        for state, on in (("off", False), ("on", True)):
-            self.measure(f"pk.sess.{state}.tput.100", f"PeerKit 100 B one-way, sessions {state}", "msgs/s", runs,
-                         lambda on=on: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000,
-                                                               sessions=on)["msgsPerSec"])
-            self.measure_many({f"pk.sess.{state}.rtt.p50": (f"PeerKit request/reply p50, pinned, sessions {state}", "µs", "p50us", True),
-                               f"pk.sess.{state}.rtt.p99": (f"PeerKit request/reply p99, pinned, sessions {state}", "µs", "p99us", True)},
-                              runs, lambda on=on: self.peerkit_rtt(True, sessions=on))
+        self.log("PeerKit resumable sessions: the same measurements with sessions off and on, in rounds")
+        # Off and on side by side in every round: sample i of each comes from the same minutes.
+        sessions = [("off", False), ("on", True)]
+        self.measure_rounds("sessions", [
+            single(f"pk.sess.{state}.tput.100", f"PeerKit 100 B one-way, sessions {state}", "msgs/s",
+                   lambda on=on: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, sessions=on)["msgsPerSec"])
+            for state, on in sessions] + [
+            ({f"pk.sess.{state}.rtt.p50": (f"PeerKit request/reply p50, pinned, sessions {state}", "µs", "p50us", True),
+              f"pk.sess.{state}.rtt.p99": (f"PeerKit request/reply p99, pinned, sessions {state}", "µs", "p99us", True)},
+             lambda on=on: self.peerkit_rtt(True, sessions=on))
+            for state, on in sessions], runs)
 
         self.log("PeerKit discovery (Avahi)")
         trials = max(runs, 5)
@@ -490,6 +530,11 @@ class Suite:
             figure.update(summarize(samples))
             self.figures[key] = figure
             self.log(f"  {title}: {format_figure(figure)}")
+
+
+def single(key, title, unit, one_run, lower_is_better=False):
+    """A spec of `Suite.measure_rounds` for a run that yields one figure."""
+    return {key: (title, unit, None, lower_is_better)}, one_run
 
 
 def security_option(security):

@@ -21,12 +21,15 @@ TITLES = {
 }
 
 
-def result(samples, stamp="20261127T000000Z", commit="abc1234", quick=False):
-    """A results file as bench.py writes it, with the given samples per figure key."""
+def result(samples, stamp="20261127T000000Z", commit="abc1234", quick=False, rounds=None):
+    """A results file as bench.py writes it, with the given samples per figure key; with `rounds`,
+    every figure was measured in the rounds of that group (Suite.measure_rounds)."""
     figures = {}
     for key, values in samples.items():
         title, unit, lower = TITLES[key]
         figures[key] = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower, **summarize(values)}
+        if rounds is not None:
+            figures[key]["pairedIn"] = rounds
     return {"timestamp": stamp, "commit": commit, "machine": {}, "runs": 3, "quick": quick, "figures": figures}
 
 
@@ -101,6 +104,45 @@ class ComparisonTests(unittest.TestCase):
         quiet, none = reference.markdown(reference_of(REFERENCE_RUN), REFERENCE_RUN, "reference.json")
         self.assertEqual(none, [])
         self.assertIn("No ratio fell by more than the runs' own spread (2 compared).", quiet)
+
+
+class RoundTests(unittest.TestCase):
+    """Figures measured in rounds with their baselines: their ratios are taken round by round."""
+
+    # The machine's load moving by ±33 % from round to round, PeerKit at 0.30× pyzmq in each.
+    DRIFTING = {"pk.tput.100": [120_000, 180_000, 240_000], "zmq.tput.100.bytes": [400_000, 600_000, 800_000]}
+
+    def test_a_paired_ratio_is_the_median_of_the_rounds_ratios(self):
+        entry = reference.ratio_entries(result(self.DRIFTING, rounds="tput.100"))["pk.tput.100 / pyzmq"]
+        self.assertTrue(entry["paired"])
+        self.assertAlmostEqual(entry["value"], 0.3)
+        self.assertAlmostEqual(entry["low"], 0.3)
+        self.assertAlmostEqual(entry["high"], 0.3)
+        # The same samples from separate runs: median ÷ median, min ÷ max to max ÷ min.
+        apart = reference.ratio_entries(result(self.DRIFTING))["pk.tput.100 / pyzmq"]
+        self.assertFalse(apart["paired"])
+        self.assertAlmostEqual(apart["low"], 120_000 / 800_000)
+        self.assertAlmostEqual(apart["high"], 240_000 / 400_000)
+
+    def test_a_ten_percent_fall_under_a_drifting_load_is_flagged_only_when_paired(self):
+        steady = {"pk.tput.100": [177_000, 180_000, 183_000], "zmq.tput.100.bytes": [590_000, 600_000, 610_000]}
+        # 10 % lower in every round (0.27×), while the load moves as in DRIFTING.
+        fallen = {"pk.tput.100": [108_000, 162_000, 216_000], "zmq.tput.100.bytes": [400_000, 600_000, 800_000]}
+        paired_reference = reference_of(result(steady, rounds="tput.100"))
+        self.assertEqual(verdicts(paired_reference, result(fallen, rounds="tput.100"))["pk.tput.100 / pyzmq"], "worse")
+        self.assertEqual(verdicts(reference_of(result(steady)), result(fallen))["pk.tput.100 / pyzmq"], "")
+
+    def test_figures_of_different_rounds_or_counts_are_not_paired(self):
+        run = result(self.DRIFTING, rounds="tput.100")
+        run["figures"]["zmq.tput.100.bytes"]["pairedIn"] = "another"
+        self.assertFalse(reference.ratio_entries(run)["pk.tput.100 / pyzmq"]["paired"])
+        run = result({"pk.tput.100": [120_000, 180_000], "zmq.tput.100.bytes": [400_000, 600_000, 800_000]}, rounds="tput.100")
+        self.assertFalse(reference.ratio_entries(run)["pk.tput.100 / pyzmq"]["paired"])
+
+    def test_the_report_says_a_range_is_by_round(self):
+        text, _ = reference.markdown(reference_of(result(self.DRIFTING, rounds="tput.100")),
+                                     result(self.DRIFTING, rounds="tput.100"), "reference.json")
+        self.assertIn("| 0.30× (0.30–0.30, by round) | 0.30× (0.30–0.30, by round) |", text)
 
 
 class ReferenceFileTests(unittest.TestCase):
