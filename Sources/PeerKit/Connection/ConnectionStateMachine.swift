@@ -131,8 +131,11 @@ struct ConnectionStateMachine {
     enum CloseMode: Equatable, Sendable {
         /// Close fully once written.
         case close
-        /// Shut the output only and read (dropping) what the peer still sends, so the peer reads
-        /// the last frame (a `peerkit.error`) before a FIN rather than losing it to a reset.
+        /// Shut the output only and read (dropping) what the peer still sends until it closes
+        /// (at most a second), so the peer reads the last frame (a `peerkit.error`, or the bye
+        /// of a side that stops) before a FIN rather than losing it to a reset: closing fully
+        /// with bytes unread makes the kernel reset the connection, and a reset discards what
+        /// was not transmitted yet.
         case halfClose
         /// Keep reading, and delivering, until the peer closes: after a tie-break `bye`, messages
         /// the peer sent on this connection before it read the bye are not lost.
@@ -490,9 +493,11 @@ struct ConnectionStateMachine {
     }
 
     /// This side closes the connection (`.stopped` or `.duplicate`): say bye when the handshake
-    /// completed, then close once it is sent. A refusal (`.refused`) sends its notice instead and
-    /// half-closes, so that the peer can read why; so does `.failed`, which the layer above uses
-    /// for a peer it found in breach of a feature's rules or limits.
+    /// completed. A stopping side then half-closes (``CloseMode/halfClose``), so that the bye
+    /// reaches a peer that was still sending instead of being lost to a reset; the peer, reading
+    /// the bye, closes. A refusal (`.refused`) sends its notice instead and half-closes, so that
+    /// the peer can read why; so does `.failed`, which the layer above uses for a peer it found in
+    /// breach of a feature's rules or limits.
     ///
     /// A duplicate (the tie-break's loser) waits for what the peer still sends on it and for the
     /// peer's own bye (`.awaitPeer`), so that nothing in flight is lost, unless it is quiet at
@@ -513,7 +518,8 @@ struct ConnectionStateMachine {
             let duplicate = reason == .duplicate
             let awaitPeer = duplicate && !(now.map { isQuiet(now: $0) } ?? false)
             state = .closing(delivering: duplicate)
-            return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: awaitPeer ? .awaitPeer : .close, reason: reason)
+            let mode: CloseMode = duplicate ? (awaitPeer ? .awaitPeer : .close) : .halfClose
+            return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: mode, reason: reason)
         }
         state = .closing(delivering: false)
         return .close(sending: nil, mode: .close, reason: reason)

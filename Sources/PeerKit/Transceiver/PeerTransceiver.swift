@@ -244,7 +244,9 @@ public final class PeerTransceiver: Service, Sendable {
     }
 
     /// Stops like ``stop()`` and returns once every peer has been sent its bye and every
-    /// connection is closed (at most about a second for a peer that does not read).
+    /// connection is closed: each connection shuts its output after the bye and is closed when
+    /// the peer, having read it, closes its end (at most about a second for a peer that does
+    /// not read, or does not close).
     ///
     /// Once it returns, the loops of a ``PeerConfiguration/eventLoopGroup`` of your own can be shut
     /// down: what is left of a run started by ``start()`` or ``resume()`` no longer waits on them.

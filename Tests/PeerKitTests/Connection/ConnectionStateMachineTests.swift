@@ -290,7 +290,7 @@ struct ConnectionStateMachineTests {
         _ = machine.frameReceived(try envelope(#"{"type":"peerkit.pong","replyTo":"ping-1","payload":{}}"#), now: start + .milliseconds(600))
         #expect(machine.heartbeat(now: start + .milliseconds(750), queuedOutboundBytes: 0) == .none)
         #expect(machine.nextHeartbeat(now: start + .milliseconds(750)) == start + .milliseconds(975))
-        #expect(machine.closeRequested(.stopped) == .close(sending: .bye(reason: nil), mode: .close, reason: .stopped))
+        #expect(machine.closeRequested(.stopped) == .close(sending: .bye(reason: nil), mode: .halfClose, reason: .stopped))
         #expect(machine.nextHeartbeat(now: start + .seconds(1)) == nil)
     }
 
@@ -319,7 +319,7 @@ struct ConnectionStateMachineTests {
         _ = fresh.activated(now: start)
         #expect(fresh.closeRequested(.stopped) == .close(sending: nil, mode: .close, reason: .stopped))
         var machine = try established()
-        #expect(machine.closeRequested(.stopped) == .close(sending: .bye(reason: nil), mode: .close, reason: .stopped))
+        #expect(machine.closeRequested(.stopped) == .close(sending: .bye(reason: nil), mode: .halfClose, reason: .stopped))
         #expect(machine.closeRequested(.stopped) == .none)
     }
 

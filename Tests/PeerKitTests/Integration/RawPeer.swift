@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras
 import NIOPosix
@@ -8,27 +9,40 @@ import NIOPosix
 final class RawPeer {
     let channel: any Channel
     private var frames: AsyncStream<ByteBuffer>.AsyncIterator
+    private let collector: Collector
+
+    /// The error the connection ended with (a reset), described; nil while it is open and when it
+    /// ended with the other side's FIN or our own close.
+    var failure: String? { collector.failure.withLockedValue { $0 } }
 
     /// Hands each decoded frame to a stream, and ends it when the connection closes (shared with
     /// `TLSRawPeer`).
     final class Collector: ChannelInboundHandler, Sendable {
         typealias InboundIn = ByteBuffer
         let continuation: AsyncStream<ByteBuffer>.Continuation
+        /// The first error the connection ended with (a reset), described; nil when it ended
+        /// with the peer's FIN or our own close.
+        let failure = NIOLockedValueBox<String?>(nil)
         init(_ continuation: AsyncStream<ByteBuffer>.Continuation) { self.continuation = continuation }
         func channelRead(context: ChannelHandlerContext, data: NIOAny) { continuation.yield(unwrapInboundIn(data)) }
         func channelInactive(context: ChannelHandlerContext) { continuation.finish() }
-        func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            failure.withLockedValue { $0 = $0 ?? "\(error)" }
+            context.close(promise: nil)
+        }
     }
 
     /// Connects to `endpoint` (from the local address `source`, such as 127.0.0.2, when given);
     /// received frames are split at their length fields (NIOExtras).
     init(connectingTo endpoint: PeerEndpoint, from source: String? = nil) async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: ByteBuffer.self)
+        let collector = Collector(continuation)
+        self.collector = collector
         var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
-                    try channel.pipeline.syncOperations.addHandler(Collector(continuation))
+                    try channel.pipeline.syncOperations.addHandler(collector)
                 }
             }
         if let source { bootstrap = bootstrap.bind(to: try SocketAddress(ipAddress: source, port: 0)) }

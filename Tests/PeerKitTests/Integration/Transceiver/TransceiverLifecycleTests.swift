@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import NIOCore
 import NIOPosix
 import PeerKit
 import ServiceLifecycle
@@ -146,6 +147,39 @@ struct TransceiverLifecycleTests {
     /// after that. It used to wait for the closes with `EventLoopFuture.get()`, which hops to the
     /// future's loop: NIO printed "Cannot schedule tasks on an EventLoop that has already shut
     /// down", and the run never returned.
+    /// A side that stops with bytes of the peer's unread closed fully after its bye: the kernel
+    /// answered with a reset, which discards what was not transmitted yet, and a peer that saw the
+    /// reset took the stop for a lost link (with sessions on, it waited the resume window for a
+    /// peer that had said bye). It now shuts its output after the bye and reads until the peer closes.
+    @Test("a transceiver that stops while a peer keeps sending says bye and ends with a FIN, not a reset")
+    func stopWhileThePeerSends() async throws {
+        let serviceType = randomServiceType()
+        let server = PeerTransceiver(configuration: rawPeerConfiguration(serviceType: serviceType, name: "server"))
+        let handled = Mutex(0)
+        server.receive(Note.self) { _, _ in handled.withLock { $0 += 1 } }
+        try await server.start()
+        let raw = try await RawPeer(connectingTo: try endpoint(of: server))
+        try await raw.sayHello(serviceType: serviceType)
+        try await within(20, "the raw peer to connect") {
+            while server.connectedPeers.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        let sending = Task { [channel = raw.channel] in
+            // Until the connection refuses writes: they reach the server's socket before and
+            // after it stops.
+            let note = ByteBuffer.frame(#"{"type":"Note","payload":{"text":"still sending"}}"#)
+            while (try? await channel.writeAndFlush(note)) != nil {}
+        }
+        try await within(20, "the raw peer to be sending") {
+            while handled.withLock({ $0 }) < 10 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        await server.shutdown()
+        var frames: [String] = []
+        while let frame = await raw.nextFrame(skipping: [#"{"type":"peerkit.ping""#, #"{"type":"peerkit.hello""#]) { frames.append(frame) }
+        await sending.value
+        #expect(frames.last?.hasPrefix(#"{"type":"peerkit.bye""#) == true, "the last frame is the server's bye: \(frames.suffix(2))")
+        #expect(raw.failure == nil, "the connection ended with a FIN, not \(raw.failure ?? "")")
+    }
+
     @Test("after shutdown() the program may shut its event loops down: the run, resuming later, schedules nothing on them and returns")
     func loopsShutDownAfterShutdown() async throws {
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
