@@ -230,7 +230,8 @@ def machine_busy(seconds=0.5):
     """How busy the whole machine was over `seconds` (percent of all its cores, from /proc/stat), or
     None where it cannot be read. Sampled while no measurement runs, it is what other processes use."""
     def times():
-        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        # user nice system idle iowait irq softirq steal (guest time is counted in user already)
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
         return sum(fields), fields[3] + fields[4]  # all, idle + iowait
     try:
         total_before, idle_before = times()

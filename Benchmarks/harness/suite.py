@@ -55,10 +55,10 @@ class Suite:
     def measure_rounds(self, group, specs, runs):
         """Measures several figures in rounds: each round runs every one of `specs`, (keys, one_run)
         as `measure_many` takes them (a field of None: one_run returns the figure itself), once, in
-        an order turned by one each round. Sample i of every figure then comes from round i, minutes
-        apart from no other figure of the group: a ratio of two figures of one `group` is taken
-        round by round (report.ratio_range), so that what the machine's other tenants do in a
-        stretch of time falls on both sides of it. A spec that fails is unavailable; the others go on."""
+        an order turned by one each round. Sample i of every figure then comes from round i, within
+        seconds of the other figures' sample i: a ratio of two figures of one `group` is taken round
+        by round (report.ratio_range), so that what the machine's other tenants do in a stretch of
+        time falls on both sides of it. A spec that fails is unavailable; the others go on."""
         specs = [(keys, one_run) for keys, one_run in specs if self.selected(keys)]
         if group is not None and specs:
             self.busy.append({"before": group, "percent": self.machine_busy()})

@@ -142,11 +142,6 @@ struct TransceiverLifecycleTests {
         #expect(numbers.sorted() == Array(0..<(senders * rounds)))
     }
 
-    /// A program that starts a transceiver on loops of its own shuts it down, then the loops. The
-    /// transceiver's run (here on an executor that holds it, as a busy machine may) resumes only
-    /// after that. It used to wait for the closes with `EventLoopFuture.get()`, which hops to the
-    /// future's loop: NIO printed "Cannot schedule tasks on an EventLoop that has already shut
-    /// down", and the run never returned.
     /// A side that stops with bytes of the peer's unread closed fully after its bye: the kernel
     /// answered with a reset, which discards what was not transmitted yet, and a peer that saw the
     /// reset took the stop for a lost link (with sessions on, it waited the resume window for a
@@ -169,6 +164,10 @@ struct TransceiverLifecycleTests {
             let note = ByteBuffer.frame(#"{"type":"Note","payload":{"text":"still sending"}}"#)
             while (try? await channel.writeAndFlush(note)) != nil {}
         }
+        defer {
+            raw.close()  // ends the sending task when the test failed before the server closed
+            server.stop()
+        }
         try await within(20, "the raw peer to be sending") {
             while handled.withLock({ $0 }) < 10 { try await Task.sleep(for: .milliseconds(10)) }
         }
@@ -180,6 +179,11 @@ struct TransceiverLifecycleTests {
         #expect(raw.failure == nil, "the connection ended with a FIN, not \(raw.failure ?? "")")
     }
 
+    /// A program that starts a transceiver on loops of its own shuts it down, then the loops. The
+    /// transceiver's run (here on an executor that holds it, as a busy machine may) resumes only
+    /// after that. It used to wait for the closes with `EventLoopFuture.get()`, which hops to the
+    /// future's loop: NIO printed "Cannot schedule tasks on an EventLoop that has already shut
+    /// down", and the run never returned.
     @Test("after shutdown() the program may shut its event loops down: the run, resuming later, schedules nothing on them and returns")
     func loopsShutDownAfterShutdown() async throws {
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
