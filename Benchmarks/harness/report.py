@@ -134,11 +134,12 @@ def baseline_value(figures, key):
 
 
 def ratio_target(figures, key, baseline, check):
-    mine, theirs = baseline_value(figures, key), baseline_value(figures, baseline)
-    if mine is None or theirs is None:
+    """A target on a ratio, read as the ratio tables read it (``ratio_range``: round by round when
+    the two figures were measured in the same rounds)."""
+    ratio = ratio_range(figures, key, baseline)
+    if ratio is None:
         return None, "not measured"
-    ratio = mine / theirs
-    return check(ratio), f"{ratio:.2f}×"
+    return check(ratio["value"]), f"{ratio['value']:.2f}×"
 
 
 def difference_target(figures, key, baseline, check):
