@@ -43,6 +43,9 @@ final class TestLink: Sendable {
         /// A side (true: the dialler) that closed its socket while frames from it were still
         /// delayed or held: the link is cut once the last of them is passed on.
         var cutAfterQueueOf: Bool?
+        /// The side (true: the dialler) whose address went away (``TestNetwork/changeAddress(of:)``):
+        /// frames to it are dropped, and its end of output and its close are not passed on.
+        var stranded: Bool?
     }
 
     private let state = NIOLockedValueBox(State())
@@ -136,8 +139,15 @@ final class TestLink: Sendable {
 
     // MARK: Relaying
 
+    /// The side (true: the dialler) lost its address: see ``TestNetwork/changeAddress(of:)``.
+    func strand(dialler side: Bool) {
+        state.withLockedValue { $0.stranded = side }
+    }
+
     /// A frame the relay read: from the dialler when `fromDialler`, else from the acceptor.
     func relay(_ frame: TestFrame, fromDialler: Bool) {
+        // To a side whose address went away: lost.
+        if state.withLockedValue({ $0.stranded == !fromDialler }) { return }
         let (from, to) = fromDialler ? (dialler, acceptor) : (acceptor, dialler)
         let fate = network.fate(of: frame, from: from, to: to)
         if fate.drop { return }
@@ -239,6 +249,12 @@ final class TestLink: Sendable {
     /// still delayed or held, once they are passed on (its FIN, or reset, travels behind them).
     func sideClosed(fromDialler: Bool) {
         let now = state.withLockedValue { state -> Bool in
+            if state.stranded == fromDialler {
+                // Its close never reaches the other side, which ends the link when it closes
+                // its own end. The relay's descriptor on this side is closed: not counted again.
+                if fromDialler { state.descriptors.relayDialler = -1 } else { state.descriptors.relayAcceptor = -1 }
+                return false
+            }
             guard !state.closed, !Self.drained(state, from: fromDialler) else { return true }
             state.cutAfterQueueOf = fromDialler
             return false
@@ -261,6 +277,8 @@ final class TestLink: Sendable {
     /// passed on (a FIN comes after the data before it).
     func inputClosed(fromDialler: Bool) {
         let now = state.withLockedValue { state -> Bool in
+            // A side whose address went away: its FIN is lost.
+            if state.stranded == fromDialler { return false }
             guard !Self.drained(state, from: fromDialler) else { return true }
             state.outputEndsAfterQueue.insert(fromDialler)
             return false
@@ -335,7 +353,12 @@ final class TestLink: Sendable {
         let (descriptors, closed, due, peers) = state.withLockedValue { state in
             let now = network.now
             let due = state.delayed.values.contains { $0.first.map { $0.due <= now } ?? false }
-            return (state.descriptors, state.closed, due, state.peers)
+            var descriptors = state.descriptors
+            // What waits to be read by a side whose address went away is lost, and its socket
+            // may have closed (its number reused) while the link stays up.
+            if state.stranded == true { descriptors.dialler = -1 }
+            if state.stranded == false { descriptors.acceptor = -1 }
+            return (descriptors, state.closed, due, state.peers)
         }
         if closed { return peers.contains { $0.isActive } }
         if due { return true }

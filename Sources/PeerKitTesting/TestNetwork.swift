@@ -334,6 +334,21 @@ public final class TestNetwork: Sendable {
         for link in links { link.releaseHeld() }
     }
 
+    /// Changes `member`'s address, as renumbering its host does: each connection open now goes
+    /// dead one way. What `member` sends on it still arrives (a host can go on sending from an
+    /// address it no longer has, so its pings keep the other end loud), what is sent to it is
+    /// lost (nothing is at that address any more), and its end of the connection, when it
+    /// closes it, never reaches the other side, which keeps the connection until it gives up on
+    /// it itself. Connections made afterwards, from and to `member`, work; nothing heals the old
+    /// ones.
+    public func changeAddress(of member: some TestNetworkMember) {
+        let id = member.testNodeID
+        let links = state.withLockedValue { state in
+            state.links.values.filter { $0.dialler == id || $0.acceptor == id }
+        }
+        for link in links { link.strand(dialler: link.dialler == id) }
+    }
+
     /// Drops frames from `sender` to `receiver` for which `predicate` is true (all of them by
     /// default), until ``clearFaults()``.
     public func dropFrames(from sender: some TestNetworkMember, to receiver: some TestNetworkMember, where predicate: @escaping @Sendable (TestFrame) -> Bool = { _ in true }) {

@@ -2,8 +2,9 @@
 
 Dual-stack hosts, an IPv6-only host, a second interface with the same private address on every host, an address
 that changes while connected, and an interface that goes down and up. For each: every pair is connected exactly
-once within 5 s (after a change: within 3 s of avahi-daemon's announcement), messages flow both ways, and no
-misleading notice is logged (the nodes run with --verbose so that their notices can be read).
+once within 5 s (after a change: within 3 s of avahi-daemon's announcement), messages flow both ways (each
+broadcast within 1 s), and no misleading notice is logged (the nodes run with --verbose so that their notices can
+be read).
 """
 
 import re
@@ -19,6 +20,10 @@ from node import BACK
 MESH_BOUND = 5.0
 # After an address change or an interface coming back: connected again within this long of avahi's announcement.
 ANNOUNCEMENT_BOUND = 3.0
+# A broadcast on a connected mesh arrives within milliseconds; within this long even on a busy 2-core machine. A
+# message held until a connection the peer lost had closed took 5 s (the handshake timeout) in 4 of 10 runs of
+# scenario 11 before session frames stopped waiting for it.
+DELIVERY_BOUND = 1.0
 # 172.31.0.1/24 is on every host's ext1 (scripts/lan): an address that leads each host back to itself.
 SHARED_ADDRESS = "172.31.0.1"
 # A log line of swift-log's StreamLogHandler: "2026-11-26T20:30:48+0000 notice peerkit: ..." (level second).
@@ -79,10 +84,14 @@ class IPv6Scenarios(Harness):
 
     def no_notices(self, nodes, since=None, justified=()) -> None:
         """Fails when any node logged a notice (or worse), or reported an error event, since `since`;
-        notices containing one of the `justified` fragments are what the scenario makes happen."""
+        notices containing one of the `justified` fragments (or all the fragments of a tuple among them)
+        are what the scenario makes happen."""
+        def is_justified(line: str) -> bool:
+            return any(all(part in line for part in ((fragment,) if isinstance(fragment, str) else fragment))
+                       for fragment in justified)
+
         for node in nodes:
-            lines = [line for line in self.notices(node, (since or {}).get(node, (0, 0))[0])
-                     if not any(fragment in line for fragment in justified)]
+            lines = [line for line in self.notices(node, (since or {}).get(node, (0, 0))[0]) if not is_justified(line)]
             errors = [dict(e) for e in node.events[(since or {}).get(node, (0, 0))[1]:] if e.get("event") == "error"]
             if lines or errors:
                 shown = "\n".join(f"  {line}" for line in lines[:10] + [str(e) for e in errors[:5]])
@@ -106,12 +115,16 @@ class IPv6Scenarios(Harness):
                                           f"times; once each is right.\n{node.story()}")
 
     def both_ways(self, nodes, what: str) -> float:
-        """Each node broadcasts once; returns the slowest delivery in seconds."""
+        """Each node broadcasts once; returns the slowest delivery in seconds, which must be within DELIVERY_BOUND."""
         try:
-            return max(self.deliver(sender, [n for n in nodes if n is not sender], f"{what} from {sender.name}")
-                       for sender in nodes)
+            slowest = max(self.deliver(sender, [n for n in nodes if n is not sender], f"{what} from {sender.name}")
+                          for sender in nodes)
         except ScenarioFailure as failure:
             raise ScenarioFailure(f"{str(failure).splitlines()[0]}\n{self.stories()}") from None
+        if slowest > DELIVERY_BOUND:
+            raise ScenarioFailure(f"a broadcast took {slowest:.2f} s to arrive on a connected mesh (bound "
+                                  f"{DELIVERY_BOUND:.0f} s)\n{self.stories()}")
+        return slowest
 
     def ip(self, host: str, *arguments: str) -> None:
         result = self.lan.run(host, "ip", *arguments)
@@ -290,12 +303,16 @@ class IPv6Scenarios(Harness):
         delivery = self.both_ways(nodes, "renumbered")
         # The connections over A's old addresses did die: their timeouts are the truth, not noise. So is a
         # redial of B or C to A's old addresses when its heartbeat noticed before A's new connection came
-        # (their avahi-daemon may not have heard of A's new addresses yet).
-        self.no_notices(nodes, since, justified=("did not answer for", 'Cannot reach "A"'))
+        # (their avahi-daemon may not have heard of A's new addresses yet), and so is B or C seeing such a
+        # connection close: A closes it when its own heartbeat gives up, and its FIN can still leave from the
+        # address it lost (2 of 10 runs; one CI run failed on it).
+        lost_addresses = (f"[{old_v6}]:", f" {old_v4}:")
+        self.no_notices(nodes, since, justified=("did not answer for", 'Cannot reach "A"') +
+                        tuple((address, "closed unexpectedly") for address in lost_addresses))
         return (f"A moved from {old_v4} and {old_v6} to {new_v4} and {new_v6}; B's avahi saw it "
                 f"{announced_at - changed_at:.2f} s later; {drops} connection(s) dropped and every pair was connected "
                 f"{max(0.0, after):.2f} s after the announcement, each peer still one peer; slowest broadcast "
-                f"{delivery * 1000:.0f} ms; no notice logged but the dead connections' timeouts")
+                f"{delivery * 1000:.0f} ms; no notice logged but the dead connections' timeouts and closes")
 
     def renumber(self, host: str, remove, add, remove_v6) -> None:
         subprocess.run(self.lan.command(host, "ip", "addr", "del", f"{remove[0]}/{remove[1]}", "dev", "veth0"),

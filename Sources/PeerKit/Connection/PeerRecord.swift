@@ -33,10 +33,11 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     var serviceKeys: Set<String> = []
     /// The grace timer of the switch in progress, by the switch's generation.
     var switchTimer: (generation: Int, timer: Timer)?
-    /// Messages that arrived on the winner of a tie-break while the peer may still be writing
-    /// on the loser: handled once the loser closed, after what came on it
-    /// (``PeerStateMachine/holdsInbound(from:)``). Bounded by the winner's inbound limit,
-    /// which stops reading from it.
+    /// Messages without a session number that arrived on the winner of a tie-break while the
+    /// peer may still be writing on the loser, and any that came after them: handled once the
+    /// loser closed, after what came on it (``PeerStateMachine/holdsInbound(from:)``). Session
+    /// frames alone are not held: their numbers order them (``receiveNumbered(_:on:)``). Bounded
+    /// by the winner's inbound limit, which stops reading from it.
     var heldInbound: [(envelope: Envelope, connection: Connection, sequence: UInt64?)] = []
     /// Set while a thread hands ``heldInbound`` on; messages arriving meanwhile join it.
     var releasingInbound = false
@@ -399,8 +400,16 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     }
 
     /// Numbers the peer's next session frame on `connection` and decides what becomes of it:
-    /// held (the peer may still be writing on a tie-break's loser, which comes first; it joins
-    /// ``heldInbound``), or what the session says.
+    /// held behind frames already held (it joins ``heldInbound``, so that it overtakes none), or
+    /// what the session says.
+    ///
+    /// Unlike a frame without a number (``holdInbound(_:on:)``), a session frame on a tie-break's
+    /// winner does not wait for the loser to close: its number orders it. The winner's first frame
+    /// is at most one past what this side had received when it sent its resume there, and each
+    /// connection's frames are consecutive, so whichever connection a frame comes on, it is the
+    /// next one (taken) or one received already (a duplicate, dropped), never a gap. Waiting would
+    /// only delay the winner's frames by up to the handshake timeout when the loser is a link the
+    /// peer lost one way (its address went away, its pings still arrive).
     mutating func receiveNumbered(_ envelope: Envelope, on connection: Connection) -> (outcome: Numbered, held: Bool) {
         guard session != nil else { return (.drop, false) }
         let id = ObjectIdentifier(connection)
@@ -408,7 +417,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
             return (.violation("it sent a message before peerkit.resend on a connection with the resume feature"), false)
         }
         inboundNext[id] = sequence + 1
-        if releasingInbound || link.holdsInbound(from: connection) {
+        if releasingInbound || !heldInbound.isEmpty {
             heldInbound.append((envelope, connection, sequence))
             return (.drop, true)
         }

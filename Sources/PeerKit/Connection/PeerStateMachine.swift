@@ -331,10 +331,11 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
 
     // MARK: Inbound order
 
-    /// Whether a message that arrived on `connection` must wait before it is handled: the peer
-    /// may still be writing on a connection that lost a tie-break, and what it wrote there was
-    /// sent before anything on the winner. Held until the last loser closed (``finished(_:)``
-    /// returns true).
+    /// Whether a message without a session number that arrived on `connection` must wait before
+    /// it is handled: the peer may still be writing on a connection that lost a tie-break, and
+    /// what it wrote there was sent before anything on the winner. Held until the last loser
+    /// closed (``finished(_:)`` returns true). A session frame needs no such wait: its number
+    /// orders it (``PeerRecord/receiveNumbered(_:on:)``).
     func holdsInbound(from connection: Connection) -> Bool {
         !retiring.isEmpty && current === connection
     }

@@ -401,35 +401,50 @@ struct PeerRecordTests {
         #expect(record.session?.received == 0)
     }
 
-    @Test("numbered frames on a tie-break's winner are held, with their numbers, until the loser has closed")
-    func heldWhileLinkHoldsInbound() {
+    @Test("session frames on a tie-break's winner are taken at once, the loser's late copies dropped; they wait only behind held frames")
+    func numberedOnWinnerNotHeld() {
         let loser = Connection("in"), winner = Connection("out")
         var record = newRecord()
         arrive(&record, loser, direction: .inbound)
         _ = record.sessionControl(.resume(received: 0), on: loser)
+        _ = record.sessionControl(.resend(from: 1), on: loser)
+        #expect(record.receiveNumbered(message("1"), on: loser) == (.deliver(acknowledge: nil, armTimer: true), false))
         // Seen from "a", the connection it dialled wins: the first one retires.
         guard case .retire = record.link.established(winner, direction: .outbound, localPeerID: Self.local, remotePeerID: Self.remote) else {
             Issue.record("no tie-break")
             return
         }
-        _ = record.sessionControl(.resend(from: 1), on: winner)
-        #expect(record.receiveNumbered(message("first"), on: winner) == (.drop, true))
-        #expect(record.heldInbound.count == 1)
-        #expect(record.heldInbound.first?.sequence == 1)
-        #expect(record.heldInbound.first?.connection === winner)
-        #expect(record.session?.received == 0)
+        #expect(record.link.holdsInbound(from: winner))
+        // The peer had our resume on the winner (1 received): it resends from 2 there, and the
+        // frames are taken while the loser is still open.
+        _ = record.sessionControl(.resend(from: 2), on: winner)
+        #expect(record.receiveNumbered(message("2"), on: winner) == (.deliver(acknowledge: nil, armTimer: false), false))
+        #expect(record.receiveNumbered(message("3"), on: winner) == (.deliver(acknowledge: nil, armTimer: false), false))
+        #expect(record.heldInbound.isEmpty)
+        // Frames 2 and 3, written on the loser before the peer switched, arrive after them:
+        // duplicates. The loser's next frame would be 4, the next one: never a gap.
+        #expect(record.receiveNumbered(message("2"), on: loser) == (.drop, false))
+        #expect(record.receiveNumbered(message("3"), on: loser) == (.drop, false))
+        #expect(record.session?.received == 3)
+        #expect(record.inboundNext[ObjectIdentifier(loser)] == 4)
 
-        // The loser closed: the held frame is taken into the session, and later ones are not held.
+        // Behind a frame held without a number, session frames wait too, with their numbers.
+        let notice = record.holdInbound(message("unnumbered"), on: winner)
+        #expect(notice)
+        #expect(record.receiveNumbered(message("4"), on: winner) == (.drop, true))
+        #expect(record.heldInbound.map(\.sequence) == [nil, 4])
+        #expect(record.session?.received == 3)
+
+        // The loser closed and the held frames were handed on: later ones are taken at once, or
+        // join what is still being handed on.
         let last = record.link.finished(loser)
         #expect(last)
-        #expect(record.takeNumbered(1, of: message("first")) == .deliver(acknowledge: nil, armTimer: true))
+        #expect(record.takeNumbered(4, of: message("4")) == .deliver(acknowledge: nil, armTimer: false))
         record.heldInbound = []
-        #expect(record.receiveNumbered(message("second"), on: winner) == (.deliver(acknowledge: nil, armTimer: false), false))
-
-        // While held frames are being handed on, new ones join them.
+        #expect(record.receiveNumbered(message("5"), on: winner) == (.deliver(acknowledge: nil, armTimer: false), false))
         record.releasingInbound = true
-        #expect(record.receiveNumbered(message("third"), on: winner) == (.drop, true))
-        #expect(record.heldInbound.first?.sequence == 3)
+        #expect(record.receiveNumbered(message("6"), on: winner) == (.drop, true))
+        #expect(record.heldInbound.first?.sequence == 6)
     }
 
     @Test("frames without a number on a tie-break's winner are held, without a number, until the loser has closed, and join held frames being handed on")

@@ -356,7 +356,7 @@ struct PeerStateMachineTests {
 
     // MARK: inbound order
 
-    @Test("messages on the winner wait while the peer may still write on the loser")
+    @Test("messages without a session number on the winner wait while the peer may still write on the loser")
     func inboundHeldUntilLoserCloses() {
         var machine = Machine()
         let inbound = Connection("in"), outbound = Connection("out")

@@ -107,6 +107,46 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
+    @Test("when alice's address changes, bob takes her new connection over the old one, which still hears her, and what she sends arrives at once, not when the old one has closed; nothing is lost, duplicated or reordered")
+    func addressChange() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, atBob) = try await pair(network)
+        let aliceEvents = EventRecorder(alice, on: network)
+        let bobEvents = EventRecorder(bob, on: network)
+        let toBob = try #require(alice.connectedPeers.first)
+        network.changeAddress(of: alice)
+        // Alice keeps sending: what she writes on her old connection arrives, so bob's end of it
+        // stays loud, while nothing reaches her and her heartbeat gives up on it. She then dials
+        // bob from her new address and resumes; bob keeps the new connection (the old one is
+        // older) and reads the old one until her bye, which never comes, for up to 5 s.
+        let resumed: @Sendable (PeerEvent) -> Bool = { if case .peerResumed = $0 { true } else { false } }
+        var sent = 0
+        while !aliceEvents.events.contains(where: resumed), network.elapsed < .seconds(20) {
+            try await alice.send(SessionNumber(n: sent), to: [toBob])
+            sent += 1
+            await network.advance(by: .milliseconds(100))
+        }
+        try #require(aliceEvents.events.contains(where: resumed), "alice resumed her session with bob on a new connection")
+        for _ in 0..<10 {
+            try await alice.send(SessionNumber(n: sent), to: [toBob])
+            sent += 1
+        }
+        // Without advancing the clock: nothing waits for the old connection to close.
+        let total = sent
+        try await network.eventually("bob received all \(total) messages") { atBob.withLockedValue { $0.count } >= total }
+        #expect(atBob.withLockedValue { $0 } == Array(0..<total))
+        #expect(aliceEvents.events.contains { if case .peerSuspended = $0 { true } else { false } })
+        let interruptions = bobEvents.events.filter {
+            switch $0 {
+            case .peerSuspended, .peerDisconnected: true
+            default: false
+            }
+        }
+        #expect(interruptions.isEmpty, "bob never lost alice: \(interruptions)")
+        #expect(!aliceEvents.events.contains { if case .peerDisconnected = $0 { true } else { false } })
+        await network.shutdown()
+    }
+
     @Test("a gap longer than the resume window disconnects the peer with sessionExpired; a request waiting on it and later sends throw it")
     func windowExpires() async throws {
         let network = TestNetwork()
