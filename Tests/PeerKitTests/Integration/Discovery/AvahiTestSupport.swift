@@ -126,6 +126,21 @@ final class ChildProcess {
         waitUntilExit()
     }
 
+    /// Waits until the process exited, and reaps it, on a thread of its own: for a process that
+    /// takes its time to end, which would hold a thread of the cooperative pool (ProcessSupport.swift).
+    func waitForExit() async {
+        guard !exited else { return }
+        let pid = self.pid
+        await withCheckedContinuation { continuation in
+            Thread {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                continuation.resume()
+            }.start()
+        }
+        exited = true
+    }
+
     /// Waits until the process exited, and reaps it.
     func waitUntilExit() {
         guard !exited else { return }

@@ -58,15 +58,7 @@ final class ThrottlingProxy {
         process.standardOutput = output
         try process.run()
         let handle = output.fileHandleForReading
-        let line = try await within(20, "the proxy's port") {
-            var bytes = Data()
-            while true {
-                let byte = handle.readData(ofLength: 1)
-                if byte.isEmpty || byte == Data("\n".utf8) { break }
-                bytes.append(byte)
-            }
-            return String(decoding: bytes, as: UTF8.self)
-        }
+        let line = try await within(20, "the proxy's port") { await handle.readLineOnOwnThread() }
         guard let port = Int(line) else { throw TimedOut(what: "a port from the proxy (it said \"\(line)\")") }
         self.port = port
     }

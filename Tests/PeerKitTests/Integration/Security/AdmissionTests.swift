@@ -12,6 +12,10 @@ struct AdmissionTests {
         let key = PeerKey.random()
         var serverConfiguration = secureConfiguration(serviceType: serviceType, name: "server", security: .preSharedKey(key))
         serverConfiguration.admission = { peer in peer.name != "mallory" }
+        // Both logs, for the failure message: in one run of the whole suite in ~10, the refusal
+        // had not come after 20 s, with no event but the server's start.
+        let serverLines = CapturedLog(), malloryLines = CapturedLog()
+        serverConfiguration.logger = serverLines.logger
         let server = PeerTransceiver(configuration: serverConfiguration)
         let serverLog = EventLog(server)
         let inbox = Inbox<String>()
@@ -23,6 +27,7 @@ struct AdmissionTests {
         let malloryClock = TestClock()
         var malloryConfiguration = secureConfiguration(serviceType: serviceType, name: "mallory", security: .preSharedKey(key), peers: [try endpoint(of: server)])
         malloryConfiguration.clock = malloryClock
+        malloryConfiguration.logger = malloryLines.logger
         let mallory = PeerTransceiver(configuration: malloryConfiguration)
         let malloryLog = EventLog(mallory)
         try await mallory.start()
@@ -30,7 +35,12 @@ struct AdmissionTests {
         // Mallory's own side admits the server and sends at once.
         let serverPeer = try await mallory.waitForPeer(timeout: .seconds(20))
         try? await mallory.send(Note(text: "let me in"), to: [serverPeer])
-        try await serverLog.waitForError("the refusal") { $0.code == .admissionRefused }
+        do {
+            try await serverLog.waitForError("the refusal") { $0.code == .admissionRefused }
+        } catch {
+            Issue.record("The server's log:\n\(serverLines.messages().joined(separator: "\n"))\nMallory's log:\n\(malloryLines.messages().joined(separator: "\n"))")
+            throw error
+        }
         let alice = PeerTransceiver(configuration: secureConfiguration(serviceType: serviceType, name: "alice", security: .preSharedKey(key), peers: [try endpoint(of: server)]))
         try await alice.start()
         defer { alice.stop() }

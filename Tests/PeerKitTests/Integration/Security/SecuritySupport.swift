@@ -162,17 +162,18 @@ func runTool(_ arguments: [String], input: Data = Data(), timeout: Duration = .s
     process.standardInput = stdin
     process.standardOutput = stdout
     process.standardError = stdout
-    try process.run()
+    let exit = try process.runWatched()
     let pid = process.processIdentifier
-    let output = Task.detached { stdout.fileHandleForReading.readDataToEndOfFile() }
+    // Read and waited for on threads of their own (ProcessSupport.swift).
+    async let data = stdout.fileHandleForReading.readToEndOnOwnThread()
     stdin.fileHandleForWriting.write(input)
     try stdin.fileHandleForWriting.close()
     let killer = Task {
         try await Task.sleep(for: timeout)
         kill(pid, SIGKILL)
     }
-    let data = await output.value
-    process.waitUntilExit()
+    let output = await data
+    let status = await exit.value
     killer.cancel()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    return (status, String(decoding: output, as: UTF8.self))
 }

@@ -41,7 +41,7 @@ struct ListrdNotifyTests {
             await messages.first { $0.hasPrefix("STOPPING=1") }
         }
         #expect(stopping != nil)
-        process.waitUntilExit()
+        await process.waitForExit()
     }
 }
 

@@ -16,6 +16,8 @@ func binaryDirectory() -> URL {
 /// A `peerkit node` process whose JSON lines the test reads and whose stdin it writes.
 final class NodeProcess: Sendable {
     let process: Process
+    /// The process's exit, awaited without holding a thread (ProcessSupport.swift).
+    let exit: ProcessExit
     private let input: FileHandle
     let lines: AsyncStream<[String: any Sendable]>
 
@@ -50,7 +52,7 @@ final class NodeProcess: Sendable {
             }
             continuation.finish()
         }
-        try process.run()
+        exit = try process.runWatched()
         thread.start()
         self.process = process
         self.input = stdin.fileHandleForWriting
@@ -121,8 +123,7 @@ struct CrossProcessTests {
         node.command("quit")
         let event = try await nextEvent(events, "peerDisconnected") { if case .peerDisconnected = $0 { return true } else { return false } }
         #expect(event == .peerDisconnected(Peer(id: peer.id, name: "node", isConnected: false), reason: nil))
-        node.process.waitUntilExit()
-        #expect(node.process.terminationStatus == 0)
+        #expect(await node.exit.value == 0)
     }
 
     @Test("groups work across processes: membership both ways, a shout reaches members only, leave stops it")
@@ -161,7 +162,6 @@ struct CrossProcessTests {
         }
         #expect(try await local.send(NodeMessage(text: "gone"), toGroup: "there").isEmpty)
         node.command("quit")
-        node.process.waitUntilExit()
-        #expect(node.process.terminationStatus == 0)
+        #expect(await node.exit.value == 0)
     }
 }

@@ -16,15 +16,13 @@ struct ReadmeSnippetTests {
     }
 
     @Test("the built snippet runs and exits cleanly")
-    func snippetRuns() throws {
+    func snippetRuns() async throws {
         let executable = binaryDirectory().appendingPathComponent("readme-snippet")
         #expect(FileManager.default.isExecutableFile(atPath: executable.path), "build it with `swift build` (make test does)")
         let process = Process()
         process.executableURL = executable
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try await process.runWatched().value == 0)
     }
 }

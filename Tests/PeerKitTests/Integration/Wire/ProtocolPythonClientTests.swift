@@ -24,13 +24,12 @@ struct ProtocolPythonClientTests {
         process.arguments = ["python3", "-c", script]
         let output = Pipe()
         process.standardOutput = output
-        try process.run()
-        let text = try await within(30, "the Python client") {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self)
+        let exit = try process.runWatched()
+        let (text, status) = try await within(30, "the Python client") {
+            let data = await output.fileHandleForReading.readToEndOnOwnThread()
+            return (String(decoding: data, as: UTF8.self), await exit.value)
         }
-        #expect(process.terminationStatus == 0)
+        #expect(status == 0)
         #expect(text.contains("'type': 'peerkit.hello'"))
         #expect(text.contains("'name': 'store'"))
         #expect(text.contains("{'type': 'CLIResponse', 'replyTo': '1', 'payload': {'message': '[ ] Milk for python'}}"))
