@@ -3,11 +3,10 @@ import Foundation
 // Child processes awaited without holding a thread of Swift's cooperative pool.
 //
 // The pool has one thread per core: two on the machine `make test` is sized for. A test that blocks
-// one of them in `Process.waitUntilExit()`, `FileHandle.readDataToEndOfFile()` or `waitpid` halves
-// the progress of every test running beside it, and two such tests at once stop them all. In one
-// run of the whole suite the README snippet's test held a thread for 14 s and the Python client's
-// for most of 25 s; meanwhile a transceiver took 8.6 s to start and an admission test's 20 s
-// deadline passed with nothing having happened. What blocks here blocks a thread of its own.
+// one of them in `Process.waitUntilExit()`, `FileHandle.readDataToEndOfFile()` or `waitpid` leaves
+// every test running beside it one thread, and two such tests at once leave them none. In one run
+// of the whole suite the README snippet's test held a thread for 14 s, and the Python client's for
+// most of 25 s. What blocks here blocks a thread of its own.
 
 /// The exit of a process started with ``Foundation/Process/runWatched()``.
 struct ProcessExit: Sendable {
