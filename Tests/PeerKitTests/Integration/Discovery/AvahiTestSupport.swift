@@ -168,10 +168,7 @@ enum Command {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = output
         process.standardError = error
-        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+        let status = try await process.runWatched().value
         let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         let stderr = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         return Result(status: status, standardOutput: stdout, standardError: stderr)
