@@ -5,8 +5,9 @@ import Foundation
 // The pool has one thread per core: two on the machine `make test` is sized for. A test that blocks
 // one of them in `Process.waitUntilExit()`, `FileHandle.readDataToEndOfFile()` or `waitpid` leaves
 // every test running beside it one thread, and two such tests at once leave them none. In one run
-// of the whole suite the README snippet's test held a thread for 14 s, and the Python client's for
-// most of 25 s. What blocks here blocks a thread of its own.
+// of the whole suite the README snippet's test held a thread for 14 s in `waitUntilExit()`, and the
+// Python client's and the openssl tests' held one for as long as their processes ran. What blocks
+// here blocks a thread of its own.
 
 /// The exit of a process started with ``Foundation/Process/runWatched()``.
 struct ProcessExit: Sendable {
