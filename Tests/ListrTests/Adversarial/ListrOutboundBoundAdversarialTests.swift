@@ -138,7 +138,9 @@ struct ListrOutboundBoundAdversarialTests {
         // 128 MiB of replies, each counted as its bytes and 256 more, is over 300,000 of them.
         #expect(written > 300_000, "the attack did not get going: \(written) requests written")
         // The budget was reached, and held: one reply per connection over it at most.
-        #expect(mostQueued >= 0.9 * Double(Self.totalOutboundBudget), "the send queues held at most \(Int(mostQueued)) bytes: the budget was not reached")
+        // Once in many runs the attack stalled short of the budget (797,400 requests, 19 MB
+        // queued); listrd's last lines say why, should it happen again.
+        #expect(mostQueued >= 0.9 * Double(Self.totalOutboundBudget), "the send queues held at most \(Int(mostQueued)) bytes: the budget was not reached. listrd's last lines:\n\(daemon.stderr.split(separator: "\n").suffix(20).joined(separator: "\n"))")
         #expect(mostQueued <= Double(Self.totalOutboundBudget + 7 * 1024), "the send queues held \(Int(mostQueued)) bytes, over the budget")
         #expect(peak - baseline <= Self.totalOutboundBudget + 2 * Self.slack, "listrd's peak RSS grew by \(peak - baseline) bytes (from \(baseline)); the bound is \(Self.totalOutboundBudget + 2 * Self.slack)")
         #expect(!times.isEmpty && times.allSatisfy { $0 < 2 }, "another client's answers took \(times)")
