@@ -28,12 +28,18 @@ extension PeerKitError {
     /// A resource transfer was cancelled: by this side (``OutgoingResource/cancel()``, ``IncomingResource/cancel()``) or by the sender.
     public static func resourceCancelled(name: String, peer: String, reason: String) -> PeerKitError {
         PeerKitError(.resourceCancelled, ["name": .text(name), "peer": .text(peer), "reason": .text(reason)],
-                     "The transfer of the resource \"\(name)\" with \(peer) was cancelled: \(reason).")
+                     "The transfer of the resource \"\(name)\" with \(peer) was cancelled: \(reason.asClause).")
     }
 
     /// The receiver of a resource refused it (no handler for its name, one of its limits) or cancelled it while receiving it.
     public static func resourceRefused(name: String, peer: String, reason: String) -> PeerKitError {
         PeerKitError(.resourceRefused, ["name": .text(name), "peer": .text(peer), "reason": .text(reason)],
-                     "\(peer.capitalizedFirst) refused the resource \"\(name)\": \(reason).")
+                     "\(peer.capitalizedFirst) refused the resource \"\(name)\": \(reason.asClause).")
     }
+}
+
+extension String {
+    /// The text without its final period, so that it ends a sentence of ours once: a reason may
+    /// be a sentence of its own (a handler's error, a peer's words).
+    var asClause: Substring { hasSuffix(".") ? dropLast() : self[...] }
 }

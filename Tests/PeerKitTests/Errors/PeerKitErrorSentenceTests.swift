@@ -129,6 +129,16 @@ struct PeerKitErrorSentenceTests {
         #expect(PeerKitError.peerTimedOut(peer: p, silence: .seconds(3)).silence == .seconds(3))
     }
 
+    @Test("a reason that is a sentence of its own ends the resource errors' sentences once, not with two periods")
+    func reasonEndingInAPeriod() {
+        let p = Self.peer
+        let refused = PeerKitError.resourceRefused(name: "listr.replace", peer: p, reason: "the receiver's handler failed: Try again later.")
+        #expect(refused.description == "The peer \"Kitchen\" at 127.0.0.1:5000 refused the resource \"listr.replace\": the receiver's handler failed: Try again later.")
+        #expect(refused.reason == "the receiver's handler failed: Try again later.")
+        let cancelled = PeerKitError.resourceCancelled(name: "photo.jpg", peer: p, reason: "the sender stopped.")
+        #expect(cancelled.description == "The transfer of the resource \"photo.jpg\" with the peer \"Kitchen\" at 127.0.0.1:5000 was cancelled: the sender stopped.")
+    }
+
     @Test("security refusals are the security codes, and the handshake and remote errors whose reason is one")
     func securityRefusals() {
         let p = Self.peer

@@ -317,9 +317,7 @@ final class ResourceTransfers: ResourceFrameSink {
 
     /// Why a transfer whose connection ended was cancelled, as the clause of a sentence.
     static func connectionEndedReason(_ cause: PeerKitError) -> String {
-        var said = cause.description
-        if said.hasSuffix(".") { said.removeLast() }
-        return "the connection it used ended (\(said)), and a transfer does not continue on another connection; send it again once the peer is connected"
+        "the connection it used ended (\(cause.description.asClause)), and a transfer does not continue on another connection; send it again once the peer is connected"
     }
 
     /// The session stops: every transfer fails with ``PeerKitError/notRunning``.
