@@ -51,6 +51,12 @@ struct Listrd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("The address the metrics are served on (with --metrics-port).", valueName: "address"))
     var metricsHost: String = "127.0.0.1"
 
+    @Option(help: ArgumentHelp("What listrd may hold queued to send to all peers together, in MiB, before it stops answering those whose replies wait unread (PeerConfiguration.maximumTotalQueuedOutboundBytes; default 128).", valueName: "MiB"))
+    var outboundBudget: Int?
+
+    @Option(help: ArgumentHelp("How long a peer may leave its replies unread, over its own limit or holding the spent budget, before it is disconnected as too slow (PeerConfiguration.slowPeerGracePeriod; default 10).", valueName: "seconds"))
+    var slowPeerGrace: Double?
+
     @Option(help: ArgumentHelp("The lowest level logged: trace, debug, info, notice, warning, error or critical (saved in the store's settings; default: the saved one, else info).", valueName: "level"))
     var logLevel: Logger.Level?
 
@@ -65,6 +71,12 @@ struct Listrd: AsyncParsableCommand {
         }
         if let metricsPort, !(0...65535).contains(metricsPort) {
             throw ValidationError("The metrics port \(metricsPort) is not between 0 and 65535.")
+        }
+        if let outboundBudget, !(1...65536).contains(outboundBudget) {
+            throw ValidationError("The outbound budget of \(outboundBudget) MiB is not between 1 and 65536 MiB.")
+        }
+        if let slowPeerGrace, !(0.1...3600).contains(slowPeerGrace) {
+            throw ValidationError("The slow-peer grace period of \(slowPeerGrace) s is not between 0.1 and 3600 seconds.")
         }
         if let name {
             var settings = ListrSettings.defaults
@@ -116,6 +128,8 @@ struct Listrd: AsyncParsableCommand {
         configuration.listenPort = port
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.maximumIncomingResourceBytes = ListrLimits.maximumStoreBytes
+        if let outboundBudget { configuration.maximumTotalQueuedOutboundBytes = outboundBudget * 1024 * 1024 }
+        if let slowPeerGrace { configuration.slowPeerGracePeriod = .milliseconds(Int64((slowPeerGrace * 1000).rounded())) }
         configuration.logger = Logger(label: "listrd.peerkit")
         configuration.security = security
         var services: [any Service] = []

@@ -56,6 +56,22 @@ struct ListrMetricsEndpointTests {
         #expect(result.stderr.contains("The metrics port 70000 is not between 0 and 65535."), "\(result)")
     }
 
+    @Test("listrd refuses an outbound budget or a slow-peer grace period out of range", arguments: [
+        (["--outbound-budget", "0"], "The outbound budget of 0 MiB is not between 1 and 65536 MiB."),
+        (["--slow-peer-grace", "0"], "The slow-peer grace period of 0.0 s is not between 0.1 and 3600 seconds."),
+    ])
+    func badOutboundLimits(options: [String], message: String) async throws {
+        let world = try ListrFixture()
+        let daemon = try TestProcess.launch(
+            try ListrBinaries.url("listrd"),
+            ["--service-type", world.serviceType, "--store", world.path("store.sqlite")] + options,
+            name: "listrd \(options.joined(separator: " "))", environment: world.keyEnvironment
+        )
+        let result = try await daemon.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(64), "\(result)")
+        #expect(result.stderr.contains(message), "\(result)")
+    }
+
     struct Response: CustomStringConvertible {
         var status: Int?
         var head: String
