@@ -273,9 +273,18 @@ struct ResourceTransferTests {
                 mostBytesWaited = max(mostBytesWaited, after - before)
             }
         }
-        try await within(300, "the 1 GiB transfer") { try await transfer.finished() }
+        // The rest of the gigabyte is not needed: the requests are what is measured, and sending
+        // all of it took 12 s of CPU in a debug build, in the middle of the parallel suite. Other
+        // tests see resources complete.
+        let sent = progress.withLockedValue { $0 }
+        transfer.cancel()
+        do {
+            try await within(60, "the 1 GiB transfer to end") { try await transfer.finished() }
+        } catch let error as PeerKitError {
+            #expect(error.code == .resourceCancelled, "\(error)")
+        }
         watcher.cancel()
-        print("request during 1 GiB: \(answeredDuring) of 20 answered during it, at most \(mostBytesWaited) bytes taken meanwhile, the slowest in \(slowest)")
+        print("request during 1 GiB: \(answeredDuring) of 20 answered during it, at most \(mostBytesWaited) bytes taken meanwhile, the slowest in \(slowest); cancelled after \(sent) bytes")
         #expect(answeredDuring > 0, "every request was answered only after the transfer finished")
         // The window is 4 MiB: an answer overtakes the file once the chunks already in flight are in.
         #expect(mostBytesWaited < 64 << 20, "a request waited while \(mostBytesWaited) bytes of the transfer were taken")
