@@ -8,8 +8,9 @@ import Glibc
 /// 127.0.0.1: it refuses each at its length field and logs the refusals once, then counted every
 /// 10 s (PeerKit's `HandshakeSlots`). Unlike the suites named `…AdversarialTests`, this one runs
 /// with the rest, in parallel: it waits for that count and uses little CPU, its sockets write from
-/// one thread each without a pause (a raw peer silent for the peer timeout would be closed). It
-/// took 10 s alone and 27 s beside the whole suite (2026-12-06), which it does not lengthen.
+/// one thread each without a pause (a raw peer silent before its hello would be closed at the
+/// pre-handshake timeout). It took 10 s alone and 27 s beside the whole suite (2026-12-06), which
+/// it does not lengthen.
 @Suite("listrd and frames over its handshake limit")
 struct ListrPreHelloFrameTests {
     @Test("six 256 MiB frames before the hello are refused at their length field and do not grow listrd's memory")
