@@ -164,8 +164,19 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// Senders waiting on a session (for acknowledgements) to resume once the lock is released.
         var waitersToResume: [CheckedContinuation<Void, Never>] = []
         /// Session frames appended to a connection's outbox under the lock (in their numbering's
-        /// order, see ``writeSession(of:state:)``), whose drains are scheduled once it is released.
+        /// order, see ``writeSession(of:state:)``), whose drains are scheduled once it is released:
+        /// the first, then the rest. Most locks append once (a send to one peer), and the first
+        /// needs no array.
+        var firstAppendToFinish: (PeerConnection, PeerConnection.Appended)?
         var appendsToFinish: [(PeerConnection, PeerConnection.Appended)] = []
+
+        mutating func finishAppend(_ appended: PeerConnection.Appended, to connection: PeerConnection) {
+            if firstAppendToFinish == nil {
+                firstAppendToFinish = (connection, appended)
+            } else {
+                appendsToFinish.append((connection, appended))
+            }
+        }
         /// Events waiting to be delivered, in order, and whether a thread is delivering them.
         var events: [ConnectionEvent] = []
         var delivering = false
@@ -230,7 +241,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Runs `body` with the state locked, then delivers the events it queued.
     @discardableResult
     private func withState<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        let (result, dropped, cancel, arm, resume, appends, events) = try state.withLockedValue { state in
+        let (result, dropped, cancel, arm, resume, firstAppend, appends, events) = try state.withLockedValue { state in
             let result = try body(&state)
             // Events to deliver: checked here, so that a change without any costs no second lock.
             let events = !state.events.isEmpty && !state.delivering
@@ -239,10 +250,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 state.timersToCancel = []
                 state.retriesToArm = []
                 state.waitersToResume = []
+                state.firstAppendToFinish = nil
                 state.appendsToFinish = []
             }
-            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm, state.waitersToResume, state.appendsToFinish, events)
+            return (result, state.droppedInbound, state.timersToCancel, state.retriesToArm, state.waitersToResume,
+                    state.firstAppendToFinish, state.appendsToFinish, events)
         }
+        if let (connection, appended) = firstAppend { connection.finishAppend(appended) }
         for (connection, appended) in appends { connection.finishAppend(appended) }
         for waiter in resume { waiter.resume() }
         for (envelope, connection) in dropped { connection.inboundDropped(envelope) }
@@ -610,12 +624,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var overflowed: [(peerID: String, connection: PeerConnection?, queued: Int)] = []
         var sessionFailures: [PeerConnection] = []
         let (targets, held) = withState { state -> ([(String, PeerConnection)], Int) in
+            guard state.running else { return ([], 0) }
             var targets: [(String, PeerConnection)] = []
             var held = 0
             // The IDs are copied out: a loop over `state.peers.keys` keeps the dictionary's
             // storage referenced, so that each change below would copy the whole dictionary.
             for id in Array(state.peers.keys) {
-                switch recordSessionFrame(frame, for: id, canWait: false, shared: true, state: &state) {
+                // One lookup per peer, for its session and, without one, for its route.
+                guard let index = state.peers.index(forKey: id) else { continue }
+                switch recordSessionFrame(frame, at: index, canWait: false, shared: true, state: &state) {
                 case .kept:
                     held += 1
                     continue
@@ -628,7 +645,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     break
                 }
                 // Without a session, routed by the peer's state machine, in place.
-                guard let index = state.peers.index(forKey: id) else { continue }
                 switch state.peers.values[index].link.route(frame, limit: limit) {
                 case let .send(connection): targets.append((id, connection))
                 case .held: held += 1
@@ -1423,7 +1439,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 endRun(at: index)
                 continue
             }
-            if numbers {
+            // Only the protocol's own types (all `peerkit.…`) can be session control frames, and
+            // only they are looked up in `passedUp`: an application's frame is told by one prefix.
+            let isProtocols = envelope.type.hasPrefix(EnvelopeType.reservedPrefix)
+            if numbers && isProtocols {
                 let control: SessionFrame?
                 do throws(ConnectionStateMachine.Failure) {
                     control = try SessionFrame.parse(envelope)
@@ -1440,8 +1459,6 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                     continue
                 }
             }
-            // Only the protocol's own types (all `peerkit.…`) are looked up in `passedUp`.
-            let isProtocols = envelope.type.hasPrefix(EnvelopeType.reservedPrefix)
             let isResource = isProtocols && envelope.type.hasPrefix(EnvelopeType.resourcePrefix)
             guard isResource || (isProtocols && EnvelopeType.passedUp.contains(envelope.type)) else {
                 run = run.lowerBound..<index + 1
@@ -1844,6 +1861,13 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// peer). Call with the lock held.
     private func recordSessionFrame(_ frame: ByteBuffer, for peerID: String, canWait: Bool, shared: Bool = false, state: inout State) -> SessionSend {
         guard state.running, let index = state.peers.index(forKey: peerID) else { return .notConnected }
+        return recordSessionFrame(frame, at: index, canWait: canWait, shared: shared, state: &state)
+    }
+
+    /// ``recordSessionFrame(_:for:canWait:shared:state:)`` for the peer at `index` of
+    /// `state.peers`, found by the caller. The index is still valid when this returns
+    /// ``SessionSend/noSession``: nothing was changed.
+    private func recordSessionFrame(_ frame: ByteBuffer, at index: Dictionary<String, PeerRecord>.Index, canWait: Bool, shared: Bool, state: inout State) -> SessionSend {
         // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
         guard let recorded = state.peers.values[index].recordInSession(frame, charged: !shared) else { return .noSession }
         switch recorded.outcome {
@@ -1852,6 +1876,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, state: &state) }
             return .kept(current: recorded.current)
         case .full:
+            let peerID = state.peers.keys[index]
             guard var record = state.peers[peerID], let reached = record.sessionBoundReached() else { return .notConnected }
             switch reached {
             case let .connected(current):
@@ -1969,7 +1994,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Appends what `peerID`'s session has not written yet to its current connection's outbox,
     /// in order, with the lock held: the wire order is then the numbering's, whoever sends, and
     /// no writer has to be claimed. The drains are scheduled once the lock is released
-    /// (``State/appendsToFinish``). A connection that ended refuses them: they stay in the
+    /// (``State/finishAppend(_:to:)``). A connection that ended refuses them: they stay in the
     /// session, for the resume. Call with the lock held (``withState(_:)``).
     private func writeSession(of peerID: String, state: inout State) {
         // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
@@ -1981,10 +2006,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Appends a session's `writes` to `connection`'s outbox (see ``writeSession(of:state:)``):
     /// the session charges them to the budget, the outbox does not.
     private func append(_ writes: Session.Writes, to connection: PeerConnection, state: inout State) {
-        var frames = writes.frames
-        if let from = writes.from { frames.insert(SessionFrame.resend(from: from).encode(), at: 0) }
-        let appended = connection.appendInOrder(frames)
-        if appended.bytes > 0 { state.appendsToFinish.append((connection, appended)) }
+        let appended = if let from = writes.from {
+            connection.appendInOrder([SessionFrame.resend(from: from).encode()] + writes.frames)
+        } else {
+            connection.appendInOrder(writes.frames)
+        }
+        if appended.bytes > 0 { state.finishAppend(appended, to: connection) }
     }
 
     /// A `peerkit.resume`, `peerkit.resend` or `peerkit.ack` from the peer on `connection`: its

@@ -319,7 +319,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// the caller bounds what it keeps (a session, by ``PeerConfiguration/maximumUnacknowledgedBytes``).
     /// The frames are not charged to the transceiver's budget here: the session that keeps them
     /// charges them for as long as it does (``OutboundBudget/Share``), written or not.
-    func appendInOrder(_ frames: [ByteBuffer]) -> Appended {
+    func appendInOrder(_ frames: some Collection<ByteBuffer>) -> Appended {
         state.withLockedValue { state -> Appended in
             guard !state.closed, state.accepting else { return Appended() }
             return append(frames, charged: false, to: &state)

@@ -412,11 +412,12 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// peer lost one way (its address went away, its pings still arrive).
     mutating func receiveNumbered(_ envelope: Envelope, on connection: Connection) -> (outcome: Numbered, held: Bool) {
         guard session != nil else { return (.drop, false) }
-        let id = ObjectIdentifier(connection)
-        guard let sequence = inboundNext[id] else {
+        // One lookup, not a read and a write: this runs for every frame received.
+        guard let slot = inboundNext.index(forKey: ObjectIdentifier(connection)) else {
             return (.violation("it sent a message before peerkit.resend on a connection with the resume feature"), false)
         }
-        inboundNext[id] = sequence + 1
+        let sequence = inboundNext.values[slot]
+        inboundNext.values[slot] = sequence + 1
         if releasingInbound || !heldInbound.isEmpty {
             heldInbound.append((envelope, connection, sequence))
             return (.drop, true)

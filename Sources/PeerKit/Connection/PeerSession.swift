@@ -227,8 +227,10 @@ struct PeerSession<Waiter> {
     }
 
     /// The tail's frames from the `written`th on, in order.
-    private func unwrittenFrames() -> [ByteBuffer] {
-        tail[tail.index(tail.startIndex, offsetBy: written)...].map(\.frame)
+    private func unwrittenFrames() -> Frames {
+        // Most often the frame just numbered alone: no array for it.
+        if written == tail.count - 1, let last = tail.last { return .one(last.frame) }
+        return .several(tail[tail.index(tail.startIndex, offsetBy: written)...].map(\.frame))
     }
 
     /// Frames to write on the current connection, in order.
@@ -236,19 +238,46 @@ struct PeerSession<Waiter> {
         /// Set when these are the first on the connection since the peer's resume: write
         /// `peerkit.resend` with this number (the first frame's) before them.
         var from: UInt64?
-        var frames: [ByteBuffer]
+        var frames: Frames
 
         var isEmpty: Bool { from == nil && frames.isEmpty }
+    }
+
+    /// The frames of ``Writes``, in order. One frame, what a send most often takes, is held
+    /// without an array: a send with a session then allocates nothing for its own write.
+    enum Frames: RandomAccessCollection {
+        case one(ByteBuffer)
+        case several([ByteBuffer])
+
+        static var none: Frames { .several([]) }
+
+        var startIndex: Int { 0 }
+        var endIndex: Int {
+            switch self {
+            case .one: 1
+            case let .several(frames): frames.count
+            }
+        }
+
+        subscript(position: Int) -> ByteBuffer {
+            switch self {
+            case let .one(frame):
+                precondition(position == 0, "Index out of range")
+                return frame
+            case let .several(frames):
+                return frames[position]
+            }
+        }
     }
 
     /// Takes the frames not yet written on the current connection (only while ``Phase/active``).
     /// What it returns must be queued for the connection before anything taken by a later call
     /// (the manager does both under one lock), so that frames go out in the order they were numbered.
     mutating func takeUnwritten() -> Writes {
-        guard case .active = phase else { return Writes(from: nil, frames: []) }
+        guard case .active = phase else { return Writes(from: nil, frames: .none) }
         let from = startsConnection ? acknowledged + UInt64(written) + 1 : nil
         startsConnection = false
-        guard written < tail.count else { return Writes(from: from, frames: []) }
+        guard written < tail.count else { return Writes(from: from, frames: .none) }
         let frames = unwrittenFrames()
         written = tail.count
         highestWritten = max(highestWritten, acknowledged + UInt64(written))
@@ -266,7 +295,7 @@ struct PeerSession<Waiter> {
         case .active:
             return takeUnwritten()
         case .resuming:
-            guard written < tail.count else { return Writes(from: nil, frames: []) }
+            guard written < tail.count else { return Writes(from: nil, frames: .none) }
             let from = written == 0 ? acknowledged + 1 : nil
             let frames = unwrittenFrames()
             written = tail.count
@@ -274,7 +303,7 @@ struct PeerSession<Waiter> {
             startsConnection = false
             return Writes(from: from, frames: frames)
         case .suspended, .ended:
-            return Writes(from: nil, frames: [])
+            return Writes(from: nil, frames: .none)
         }
     }
 

@@ -52,6 +52,31 @@ struct PeerSessionTests {
         #expect(session.unacknowledgedBytes == 15)
     }
 
+    @Test("the frame a send just numbered is handed on alone, with no array; frames held back go together, in order")
+    func framesToWrite() {
+        var session = activeSession()
+        #expect(session.record(frame("a")) == .kept(sequence: 1))
+        let alone = session.takeUnwritten().frames
+        guard case let .one(only) = alone else {
+            Issue.record("one frame to write came as \(alone), not alone")
+            return
+        }
+        #expect(String(buffer: only) == "a")
+        #expect(Array(alone.map { String(buffer: $0) }) == ["a"])
+
+        // Two numbered before a take (another sender's, or a switch between them): both, in order.
+        #expect(session.record(frame("b")) == .kept(sequence: 2))
+        #expect(session.record(frame("c")) == .kept(sequence: 3))
+        let both = session.takeUnwritten()
+        guard case .several = both.frames else {
+            Issue.record("two frames to write came as \(both.frames)")
+            return
+        }
+        #expect(texts(both) == ["b", "c"])
+        #expect(both.frames.count == 2)
+        #expect(session.takeUnwritten().frames.isEmpty)
+    }
+
     @Test("a graceful stop writes what the peer's resume was still holding back, from its first unacknowledged frame")
     func stopWritesHeldFrames() {
         // A new session: sent right after connecting, before the peer's resume arrived.
