@@ -5,7 +5,7 @@ import NIOCore
 // target calls on the machine is in `apply(_:to:)` below, so adapting it to a new API is local:
 //   ConnectionStateMachine(configuration:), .Configuration(localHello:heartbeatInterval:peerTimeout:handshakeTimeout:),
 //   activated(now:), bytesArrived(now:), frameReceived(_:now:), frameRejected(_:),
-//   heartbeat(now:queuedOutboundBytes:readingPaused:heldOfSpentBudget:), closeRequested(_:), transportFailed(_:),
+//   heartbeat(now:queuedOutboundBytes:readingPaused:heldOfSpentBudget:), closeRequested(_:now:peerLostIt:), transportFailed(_:),
 //   channelClosed(error:), isOpen, isEnding; Hello(peerID:name:serviceType:discoveryInfo:);
 //   EnvelopeParser.parse.
 //
@@ -111,9 +111,11 @@ func apply(_ input: inout FuzzInput, to machine: inout ConnectionStateMachine, n
         let queued = step % 4 == 0 ? Int(step) * 1_000_000 : 0
         action = machine.heartbeat(now: now, queuedOutboundBytes: queued, readingPaused: step % 5 == 0, heldOfSpentBudget: step % 3 == 0 ? queued : 0)
     case 6:
-        switch step % 3 {
+        switch step % 4 {
         case 0: action = machine.closeRequested(.stopped)
         case 1: action = machine.closeRequested(.duplicate)
+        // A tie-break's loser that the peer lost: it closes once quiet, on a heartbeat.
+        case 2: action = machine.closeRequested(.duplicate, now: now, peerLostIt: true)
         default: action = machine.closeRequested(.failed(.limitExceeded("fuzz")))
         }
         precondition(machine.isEnding, "closeRequested left the machine open")

@@ -1307,6 +1307,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var switched: (waiters: [CheckedContinuation<Void, Never>], timer: PeerTimer?)?
         var resume: (frame: ByteBuffer, resumed: Bool)?
         var tieBreak: (peer: Peer, newWins: Bool)?
+        // Whether the loser is an existing connection the peer lost (it dialled this one instead).
+        var retiredLost = false
         let now = configuration.clock.now(on: connection.channel.eventLoop)
         connection.markEstablished(at: now)
         let interval = configuration.heartbeatInterval
@@ -1355,6 +1357,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             case let .retire(loser):
                 state.tieBreaks += 1
                 tieBreak = (record.peer, loser !== connection)
+                retiredLost = loser !== connection && presumedLost(loser)
                 return (loser, reached)
             case let .switched(waiters, generation):
                 // The connection that won the tie-break arrived: nothing changed for the user.
@@ -1385,7 +1388,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if let reached {
             logger.notice("Reached \"\(LogSafe.text(reached.name, maximumBytes: 80))\" again after \(reached.attempts) failed attempts.")
         }
-        retired?.requestClose(.duplicate)
+        retired?.retire(peerLostIt: retiredLost)
     }
 
     /// Moves the frames held for `peerID` during its switch to `winner`, in order, until none is

@@ -168,6 +168,9 @@ struct ConnectionStateMachine {
     private var state: State = .idle
     /// When the last byte arrived: any bytes prove the peer alive.
     private var lastHeard: NIODeadline = .uptimeNanoseconds(0)
+    /// Set when this is a retired duplicate that the peer lost (``closeRequested(_:now:peerLostIt:)``):
+    /// it waits for the peer's bye only while something still arrives on it.
+    private var closesWhenQuiet = false
     /// When we last sent a ping, while one is unanswered.
     private var outstandingPing: (id: String, sent: NIODeadline)?
     private var pingCount = 0
@@ -349,6 +352,16 @@ struct ConnectionStateMachine {
     ///     others held back, for good.
     mutating func heartbeat(now: NIODeadline, queuedOutboundBytes: Int = 0, readingPaused: Bool = false, stalledFor: TimeAmount = .zero, heldOfSpentBudget: Int = 0) -> Action {
         switch state {
+        case .closing(delivering: true) where closesWhenQuiet:
+            // A retired duplicate the peer lost: see ``closeRequested(_:now:peerLostIt:)``. Time
+            // the loop did not read is not the peer's silence.
+            if stalledFor > .zero {
+                lastHeard = lastHeard + stalledFor
+                return .none
+            }
+            guard now - lastHeard >= configuration.heartbeatInterval else { return .none }
+            state = .closing(delivering: false)
+            return .finishClosing
         case .idle, .closing, .closed:
             return .none
         case let .handshaking(since):
@@ -389,7 +402,7 @@ struct ConnectionStateMachine {
 
     /// When ``heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:heldOfSpentBudget:)``
     /// next has something to decide, if nothing arrives meanwhile; nil when it never will (the
-    /// connection is idle or ending). The ticker skips a connection until then, so an idle link
+    /// connection is idle, or ending without waiting on the peer's silence). The ticker skips a connection until then, so an idle link
     /// costs a tick where its ping or its timeout falls, not four ticks a second. What arrives
     /// only pushes those times later, so a tick at the time given here is never too late, and at
     /// worst finds nothing to do.
@@ -399,6 +412,8 @@ struct ConnectionStateMachine {
     /// tick while a limit's grace period runs.
     func nextHeartbeat(now: NIODeadline) -> NIODeadline? {
         switch state {
+        case .closing(delivering: true) where closesWhenQuiet:
+            return lastHeard + configuration.heartbeatInterval
         case .idle, .closing, .closed:
             return nil
         case let .handshaking(since):
@@ -503,7 +518,16 @@ struct ConnectionStateMachine {
     /// peer's own bye (`.awaitPeer`), so that nothing in flight is lost, unless it is quiet at
     /// `now` (``isQuiet(now:)``): a connection the peer lost, over a link that is gone, brings
     /// nothing more, and waiting for it would only hold up the peer's frames on the winner.
-    mutating func closeRequested(_ reason: CloseReason, now: NIODeadline? = nil) -> Action {
+    ///
+    /// `peerLostIt`: the peer dialled the connection that replaced this one because it lost this
+    /// one (``TieBreak/presumedLost(quiet:establishedAt:now:heartbeatInterval:)``), yet this end
+    /// still hears it (a link that fails one way: the peer's old address can still send). The
+    /// peer closed its end before it dialled, and that close, like its bye, may never arrive;
+    /// what it wrote before has arrived once nothing has for a heartbeat interval. So the wait
+    /// ends then (``heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:heldOfSpentBudget:)``
+    /// finishes the close), not at the close's timeout. A loser of two connections dialled at
+    /// once waits for the bye: its peer is alive and says it.
+    mutating func closeRequested(_ reason: CloseReason, now: NIODeadline? = nil, peerLostIt: Bool = false) -> Action {
         guard !isEnding else { return .none }
         if case let .refused(_, notice) = reason {
             state = .closing(delivering: false)
@@ -517,6 +541,7 @@ struct ConnectionStateMachine {
         if case .open = state {
             let duplicate = reason == .duplicate
             let awaitPeer = duplicate && !(now.map { isQuiet(now: $0) } ?? false)
+            closesWhenQuiet = awaitPeer && peerLostIt
             state = .closing(delivering: duplicate)
             let mode: CloseMode = duplicate ? (awaitPeer ? .awaitPeer : .close) : .halfClose
             return .close(sending: .bye(reason: duplicate ? Bye.duplicateConnection : nil), mode: mode, reason: reason)

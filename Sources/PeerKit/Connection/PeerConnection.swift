@@ -64,6 +64,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         /// Close for this reason (``ConnectionStateMachine/CloseReason/stopped``, `.duplicate`,
         /// `.refused`, or `.failed` for a peer the layer above found misbehaving).
         case close(ConnectionStateMachine.CloseReason)
+        /// Close as the tie-break's loser (``ConnectionStateMachine/CloseReason/duplicate``);
+        /// `peerLostIt`: see ``ConnectionStateMachine/closeRequested(_:now:peerLostIt:)``.
+        case retire(peerLostIt: Bool)
         /// The inbound backlog is handled: read again.
         case resumeReading
         /// The layer above found the peer breaking the protocol: fail the connection with this
@@ -270,6 +273,12 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     /// Asks the handler to close the connection for `reason`; safe from any thread.
     func requestClose(_ reason: ConnectionStateMachine.CloseReason) {
         channel.triggerUserOutboundEvent(Request.close(reason), promise: nil)
+    }
+
+    /// Closes this connection as the tie-break's loser; `peerLostIt`: the peer dialled the
+    /// winner because it lost this one (see ``ConnectionStateMachine/closeRequested(_:now:peerLostIt:)``).
+    func retire(peerLostIt: Bool) {
+        channel.triggerUserOutboundEvent(Request.retire(peerLostIt: peerLostIt), promise: nil)
     }
 
     // MARK: Sending

@@ -424,6 +424,38 @@ struct ConnectionStateMachineTests {
         #expect(quiet.closeRequested(.duplicate, now: start + .milliseconds(600)) == .close(sending: .bye(reason: "duplicate connection"), mode: .close, reason: .duplicate))
     }
 
+    @Test("a retired duplicate the peer lost stops waiting for its bye once nothing has arrived on it for a heartbeat interval")
+    func retiredLostDuplicateClosesWhenQuiet() throws {
+        // Heard from at `start`; the heartbeat interval is 500 ms. The peer dialled again because
+        // it lost this connection, yet this end still hears it (its old address can still send).
+        var machine = try established()
+        let bye = Machine.ControlFrame.bye(reason: "duplicate connection")
+        #expect(machine.closeRequested(.duplicate, now: start + .milliseconds(100), peerLostIt: true) == .close(sending: bye, mode: .awaitPeer, reason: .duplicate))
+        // Looked at when its silence would reach an interval.
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(100)) == start + .milliseconds(500))
+        // What the peer wrote before arrives, and pushes the end later.
+        let late = try envelope(#"{"type":"Note","payload":{}}"#)
+        #expect(machine.frameReceived(late, now: start + .milliseconds(400)) == .deliver(late))
+        #expect(machine.heartbeat(now: start + .milliseconds(500)) == .none)
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(500)) == start + .milliseconds(900))
+        // A look 400 ms late (this side's loop was busy): the delay is not the peer's silence.
+        #expect(machine.heartbeat(now: start + .milliseconds(1200), stalledFor: .milliseconds(400)) == .none)
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(1200)) == start + .milliseconds(1300))
+        #expect(machine.heartbeat(now: start + .milliseconds(1300)) == .finishClosing)
+        // Then nothing more is delivered, looked at or reported.
+        #expect(machine.frameReceived(late, now: start + .milliseconds(1400)) == .none)
+        #expect(machine.nextHeartbeat(now: start + .milliseconds(1400)) == nil)
+        #expect(machine.channelClosed() == .none)
+
+        // The loser of two connections dialled at once waits for the bye, however quiet it is
+        // (up to the close's timeout, which its handler keeps).
+        var simultaneous = try established()
+        #expect(simultaneous.closeRequested(.duplicate, now: start + .milliseconds(100)) == .close(sending: bye, mode: .awaitPeer, reason: .duplicate))
+        #expect(simultaneous.nextHeartbeat(now: start + .milliseconds(100)) == nil)
+        #expect(simultaneous.heartbeat(now: start + .seconds(3)) == .none)
+        #expect(simultaneous.frameReceived(late, now: start + .seconds(3)) == .deliver(late))
+    }
+
     @Test("a retired duplicate closes its socket when the peer's own bye arrives: nothing more can come on it")
     func retiredDuplicateClosesOnBye() throws {
         var machine = try established()

@@ -118,7 +118,8 @@ struct SessionResumeTests {
         // Alice keeps sending: what she writes on her old connection arrives, so bob's end of it
         // stays loud, while nothing reaches her and her heartbeat gives up on it. She then dials
         // bob from her new address and resumes; bob keeps the new connection (the old one is
-        // older) and reads the old one until her bye, which never comes, for up to 5 s.
+        // older) and reads the old one until her bye, which never comes, or until nothing has
+        // arrived on it for a heartbeat interval (TieBreakOnTestNetworkTests.addressChangeWithoutSessions).
         let resumed: @Sendable (PeerEvent) -> Bool = { if case .peerResumed = $0 { true } else { false } }
         var sent = 0
         while !aliceEvents.events.contains(where: resumed), network.elapsed < .seconds(20) {
