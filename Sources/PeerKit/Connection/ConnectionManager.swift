@@ -170,6 +170,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         var firstAppendToFinish: (PeerConnection, PeerConnection.Appended)?
         var appendsToFinish: [(PeerConnection, PeerConnection.Appended)] = []
 
+        /// Remembers an append to `connection`'s outbox whose drain is scheduled once the lock is
+        /// released, after those remembered before it.
         mutating func finishAppend(_ appended: PeerConnection.Appended, to connection: PeerConnection) {
             if firstAppendToFinish == nil {
                 firstAppendToFinish = (connection, appended)

@@ -402,10 +402,10 @@ struct ConnectionStateMachine {
 
     /// When ``heartbeat(now:queuedOutboundBytes:readingPaused:stalledFor:heldOfSpentBudget:)``
     /// next has something to decide, if nothing arrives meanwhile; nil when it never will (the
-    /// connection is idle, or ending without waiting on the peer's silence). The ticker skips a connection until then, so an idle link
-    /// costs a tick where its ping or its timeout falls, not four ticks a second. What arrives
-    /// only pushes those times later, so a tick at the time given here is never too late, and at
-    /// worst finds nothing to do.
+    /// connection is idle, or ending and not waiting for the peer to go quiet). The ticker skips
+    /// a connection until then, so an idle link costs a tick where its ping or its timeout falls,
+    /// not four ticks a second. What arrives only pushes those times later, so a tick at the time
+    /// given here is never too late, and at worst finds nothing to do.
     ///
     /// What the handler passes in (the outbox, whether reading is paused) is looked at on every
     /// beat at least (``beat(atOrAfter:)``: about once a heartbeat interval), and every

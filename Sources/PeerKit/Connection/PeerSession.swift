@@ -249,7 +249,7 @@ struct PeerSession<Waiter> {
         case one(ByteBuffer)
         case several([ByteBuffer])
 
-        static var none: Frames { .several([]) }
+        static var empty: Frames { .several([]) }
 
         var startIndex: Int { 0 }
         var endIndex: Int {
@@ -274,10 +274,10 @@ struct PeerSession<Waiter> {
     /// What it returns must be queued for the connection before anything taken by a later call
     /// (the manager does both under one lock), so that frames go out in the order they were numbered.
     mutating func takeUnwritten() -> Writes {
-        guard case .active = phase else { return Writes(from: nil, frames: .none) }
+        guard case .active = phase else { return Writes(from: nil, frames: .empty) }
         let from = startsConnection ? acknowledged + UInt64(written) + 1 : nil
         startsConnection = false
-        guard written < tail.count else { return Writes(from: from, frames: .none) }
+        guard written < tail.count else { return Writes(from: from, frames: .empty) }
         let frames = unwrittenFrames()
         written = tail.count
         highestWritten = max(highestWritten, acknowledged + UInt64(written))
@@ -295,7 +295,7 @@ struct PeerSession<Waiter> {
         case .active:
             return takeUnwritten()
         case .resuming:
-            guard written < tail.count else { return Writes(from: nil, frames: .none) }
+            guard written < tail.count else { return Writes(from: nil, frames: .empty) }
             let from = written == 0 ? acknowledged + 1 : nil
             let frames = unwrittenFrames()
             written = tail.count
@@ -303,7 +303,7 @@ struct PeerSession<Waiter> {
             startsConnection = false
             return Writes(from: from, frames: frames)
         case .suspended, .ended:
-            return Writes(from: nil, frames: .none)
+            return Writes(from: nil, frames: .empty)
         }
     }
 

@@ -8,7 +8,8 @@ extension TestNetworkSuites {
 /// so every pair here goes through a tie-break; each side sends, broadcasts and requests from the
 /// moment its `peerConnected` arrives, while the loser may still be open. One event loop and a test
 /// clock; only whether both dial before either's handshake completes depends on when the test's
-/// tasks get a thread, so a run without a tie-break is repeated (at most 5 runs).
+/// tasks get a thread, so a run without a tie-break is repeated (at most 5 runs). Then the other
+/// tie-break: a new connection from a peer whose address changed, against the old one it lost.
 @Suite("The tie-break on a test network")
 struct TieBreakOnTestNetworkTests {
     struct Ask: Codable, Sendable { var n: Int }
