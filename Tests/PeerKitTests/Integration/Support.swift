@@ -36,6 +36,11 @@ func rawPeerConfiguration(serviceType: String, name: String) -> PeerConfiguratio
     return configuration
 }
 
+/// A request's timeout in tests whose claim is not about time. In the parallel run (every suite
+/// at once on 2 cores) a request's reply once took longer than the default 5 s: dozens of tests
+/// finished in the same instant after the process had been held up.
+let generousRequestTimeout: Duration = .seconds(30)
+
 /// The endpoint a started transceiver listens on.
 func endpoint(of transceiver: PeerTransceiver) throws -> PeerEndpoint {
     PeerEndpoint(host: "127.0.0.1", port: try #require(transceiver.listeningPort))

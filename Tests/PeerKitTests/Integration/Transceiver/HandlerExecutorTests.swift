@@ -89,7 +89,7 @@ struct HandlerExecutorTests {
             var answers: [String] = []
             var resumedOnLoop = true
             for index in 0..<50 {
-                let answer = try await asker.request(Question(text: "\(index)"), to: peer, expecting: Answer.self)
+                let answer = try await asker.request(Question(text: "\(index)"), to: peer, expecting: Answer.self, timeout: generousRequestTimeout)
                 answers.append(answer.text)
                 resumedOnLoop = resumedOnLoop && askLoop.inEventLoop
             }

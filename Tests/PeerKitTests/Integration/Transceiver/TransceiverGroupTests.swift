@@ -161,11 +161,11 @@ struct TransceiverGroupTests {
         try spokes[0].join("q")
         try spokes[1].join("q")
         try await joined(events, ["spoke0 in q", "spoke1 in q"])
-        let replies = try await hub.request(Question(text: "status"), toGroup: "q", expecting: Answer.self)
+        let replies = try await hub.request(Question(text: "status"), toGroup: "q", expecting: Answer.self, timeout: generousRequestTimeout)
         #expect(replies.map(\.peer.name) == ["spoke0", "spoke1"])
         #expect(try replies[0].result.get() == Answer(text: "STATUS", from: "hub"))
         #expect(throws: PeerKitError.remoteError(reason: "No handler for type Question.", peer: "spoke1")) { try replies[1].result.get() }
-        #expect(try await hub.request(Question(text: "?"), toGroup: "empty", expecting: Answer.self).isEmpty)
+        #expect(try await hub.request(Question(text: "?"), toGroup: "empty", expecting: Answer.self, timeout: generousRequestTimeout).isEmpty)
     }
 
     @Test("group names over the limits are refused locally with a sentence")

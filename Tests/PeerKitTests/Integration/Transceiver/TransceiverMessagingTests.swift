@@ -91,12 +91,12 @@ struct TransceiverMessagingTests {
         let stray = Inbox<Answer>()
         spokes[1].receive(Answer.self) { answer in stray.put(answer) }
         let hubPeer = try #require(spokes[0].connectedPeers.first)
-        let answer = try await spokes[0].request(Question(text: "ping"), to: hubPeer, expecting: Answer.self)
+        let answer = try await spokes[0].request(Question(text: "ping"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)
         #expect(answer == Answer(text: "PING", from: "spoke0"))
         // Many requests at once are each matched to their own reply.
         let answers = try await withThrowingTaskGroup(of: (Int, Answer).self) { group in
             for index in 0..<50 {
-                group.addTask { (index, try await spokes[0].request(Question(text: "q\(index)"), to: hubPeer, expecting: Answer.self)) }
+                group.addTask { (index, try await spokes[0].request(Question(text: "q\(index)"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)) }
             }
             return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
         }
@@ -113,10 +113,10 @@ struct TransceiverMessagingTests {
         defer { hub.stop(); spokes.forEach { $0.stop() } }
         let hubPeer = try #require(spokes[0].connectedPeers.first)
         await #expect(throws: PeerKitError.remoteError(reason: "No handler for type Question.", peer: "hub")) {
-            _ = try await spokes[0].request(Question(text: "?"), to: hubPeer, expecting: Answer.self)
+            _ = try await spokes[0].request(Question(text: "?"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)
         }
         hub.respond(to: Question.self) { question, _ in Answer(text: "now", from: "hub") }
-        #expect(try await spokes[0].request(Question(text: "?"), to: hubPeer, expecting: Answer.self).text == "now")
+        #expect(try await spokes[0].request(Question(text: "?"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout).text == "now")
     }
 
     @Test("a request whose responder throws fails with the thrown error's description")
@@ -127,7 +127,7 @@ struct TransceiverMessagingTests {
         hub.respond(to: Question.self) { _, _ -> Answer in throw Refusal() }
         let hubPeer = try #require(spokes[0].connectedPeers.first)
         await #expect(throws: PeerKitError.remoteError(reason: "The store is read-only.", peer: "hub")) {
-            _ = try await spokes[0].request(Question(text: "?"), to: hubPeer, expecting: Answer.self)
+            _ = try await spokes[0].request(Question(text: "?"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)
         }
     }
 
@@ -203,7 +203,7 @@ struct TransceiverMessagingTests {
         defer { spoke.stop() }
         let hubPeer = try await spoke.waitForPeer(timeout: .seconds(20))
         let error = await #expect(throws: PeerKitError.self) {
-            _ = try await spoke.request(Question(text: String(repeating: "x", count: 2000)), to: hubPeer, expecting: Answer.self)
+            _ = try await spoke.request(Question(text: String(repeating: "x", count: 2000)), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)
         }
         guard let error, error.code == .remoteError, let reason = error.reason else {
             Issue.record("expected the hub's reason, got \(String(describing: error))")
