@@ -84,7 +84,7 @@ public func fuzzPeerStateMachine(_ start: UnsafePointer<UInt8>?, _ count: Int) -
             switch machine.established(connection, direction: direction, localPeerID: localID, remotePeerID: remoteID) {
             case .connected:
                 precondition(machine.current === connection)
-            case let .retire(loser):
+            case let .retire(loser, _):
                 precondition(machine.current !== loser, "the loser is still current")
             case let .switched(waiters, _):
                 model.handedBack(waiters)

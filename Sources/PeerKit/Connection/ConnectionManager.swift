@@ -1308,9 +1308,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     private func admitted(_ connection: PeerConnection, remote: Hello) {
         var switched: (waiters: [CheckedContinuation<Void, Never>], timer: PeerTimer?)?
         var resume: (frame: ByteBuffer, resumed: Bool)?
-        var tieBreak: (peer: Peer, newWins: Bool)?
-        // Whether the loser is an existing connection the peer lost (it dialled this one instead).
-        var retiredLost = false
+        var tieBreak: (peer: Peer, newWins: Bool, peerLostIt: Bool)?
         let now = configuration.clock.now(on: connection.channel.eventLoop)
         connection.markEstablished(at: now)
         let interval = configuration.heartbeatInterval
@@ -1356,10 +1354,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 state.peers[remote.peerID] = record
                 state.emit(.availablePeersChanged(Self.available(state)))
                 return (nil, reached)
-            case let .retire(loser):
+            case let .retire(loser, peerLostIt):
                 state.tieBreaks += 1
-                tieBreak = (record.peer, loser !== connection)
-                retiredLost = loser !== connection && presumedLost(loser)
+                tieBreak = (record.peer, loser !== connection, peerLostIt)
                 return (loser, reached)
             case let .switched(waiters, generation):
                 // The connection that won the tie-break arrived: nothing changed for the user.
@@ -1390,7 +1387,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         if let reached {
             logger.notice("Reached \"\(LogSafe.text(reached.name, maximumBytes: 80))\" again after \(reached.attempts) failed attempts.")
         }
-        retired?.retire(peerLostIt: retiredLost)
+        retired?.retire(peerLostIt: tieBreak?.peerLostIt ?? false)
     }
 
     /// Moves the frames held for `peerID` during its switch to `winner`, in order, until none is

@@ -222,9 +222,10 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         case let .close(reason):
             perform(stateMachine.closeRequested(reason, now: clock.now(on: context.eventLoop)), context: context)
         case let .retire(peerLostIt):
-            perform(stateMachine.closeRequested(.duplicate, now: clock.now(on: context.eventLoop), peerLostIt: peerLostIt), context: context)
+            let now = clock.now(on: context.eventLoop)
+            perform(stateMachine.closeRequested(.duplicate, now: now, peerLostIt: peerLostIt), context: context)
             // Looked at again when its silence would end the wait (nil: it waits for the bye).
-            heartbeatRegistration?.due(stateMachine.nextHeartbeat(now: clock.now(on: context.eventLoop)))
+            heartbeatRegistration?.due(stateMachine.nextHeartbeat(now: now))
         case let .fail(reason):
             perform(stateMachine.violationReported(reason), context: context)
         case .resumeReading:

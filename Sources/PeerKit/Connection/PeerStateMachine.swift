@@ -122,8 +122,10 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
         /// The peer is connected now: report it.
         case connected
         /// A second connection: close `loser` as the tie-break's loser (`bye` "duplicate"). The
-        /// peer stays connected, on the winner.
-        case retire(Connection)
+        /// peer stays connected, on the winner. `peerLostIt`: the loser is the existing connection
+        /// and lost because it was presumed lost, not by the plain rule (see
+        /// ``ConnectionStateMachine/closeRequested(_:now:peerLostIt:)``).
+        case retire(Connection, peerLostIt: Bool)
         /// The winner of a switch arrived: move the held frames to it (``takeHeldFrames(for:)``),
         /// cancel the grace timer of `generation`, and resume `waiters`. The peer was connected
         /// all along: report nothing.
@@ -140,19 +142,21 @@ struct PeerStateMachine<Connection: AnyObject, Waiter> {
             state = .connected(link)
             return .connected
         case let .connected(existing):
-            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingPresumedLost: presumedLost(existing.connection))
+            let lost = presumedLost(existing.connection)
+            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingPresumedLost: lost)
             let loser = newWins ? existing.connection : connection
             if newWins { state = .connected(link) }
             retiring.append(loser)
-            return .retire(loser)
+            return .retire(loser, peerLostIt: lost)
         case let .flushing(existing, hold):
             // A third connection while the winner takes over: the same rule; what is still held
             // goes to whichever survives.
-            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingPresumedLost: presumedLost(existing.connection))
+            let lost = presumedLost(existing.connection)
+            let newWins = TieBreak.newConnectionWins(existing: existing.direction, new: direction, localPeerID: localPeerID, remotePeerID: remotePeerID, existingPresumedLost: lost)
             let loser = newWins ? existing.connection : connection
             if newWins { state = .flushing(link, hold) }
             retiring.append(loser)
-            return .retire(loser)
+            return .retire(loser, peerLostIt: lost)
         case let .switching(hold, generation):
             state = .flushing(link, hold)
             defer { waiters = [] }

@@ -217,7 +217,7 @@ struct PeerRecordTests {
     func resumeOnTieBreakLoser() {
         let c1 = Connection("c1"), loser = Connection("loser")
         var record = receivedTwo(on: c1)
-        guard case let .retire(retired) = record.link.established(loser, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote) else {
+        guard case let .retire(retired, _) = record.link.established(loser, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote) else {
             Issue.record("no tie-break")
             return
         }

@@ -61,8 +61,9 @@ struct PeerStateMachineTests {
         let inbound = Connection("in"), outbound = Connection("out")
         _ = established(&machine, inbound, .inbound)
         // Seen from "a" (the smaller ID), the connection it dialled wins.
-        guard case let .retire(loser) = established(&machine, outbound, .outbound) else { Issue.record("no retire"); return }
+        guard case let .retire(loser, peerLostIt) = established(&machine, outbound, .outbound) else { Issue.record("no retire"); return }
         #expect(loser === inbound)
+        #expect(peerLostIt == false, "the plain rule retired it")
         #expect(machine.current === outbound)
         #expect(machine.isConnected)
         // The loser closing changes nothing for the peer; once its socket closed it is gone.
@@ -78,8 +79,9 @@ struct PeerStateMachineTests {
         var machine = Machine()
         let inbound = Connection("in"), outbound = Connection("out")
         _ = established(&machine, outbound, .outbound)
-        guard case let .retire(loser) = established(&machine, inbound, .inbound) else { Issue.record("no retire"); return }
+        guard case let .retire(loser, peerLostIt) = established(&machine, inbound, .inbound) else { Issue.record("no retire"); return }
         #expect(loser === inbound)
+        #expect(peerLostIt == false, "the new one lost")
         #expect(machine.current === outbound)
     }
 
@@ -90,10 +92,11 @@ struct PeerStateMachineTests {
         _ = established(&machine, outbound, .outbound)
         // Seen from "a", its own outbound connection would win; but it went quiet: "b" lost it
         // (an address changed) and dialled again.
-        guard case let .retire(loser) = machine.established(inbound, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote, presumedLost: { $0 === outbound }) else {
+        guard case let .retire(loser, peerLostIt) = machine.established(inbound, direction: .inbound, localPeerID: Self.local, remotePeerID: Self.remote, presumedLost: { $0 === outbound }) else {
             Issue.record("no retire"); return
         }
         #expect(loser === outbound)
+        #expect(peerLostIt == true, "it lost because it was presumed lost")
         #expect(machine.current === inbound)
         #expect(machine.isConnected)
     }
@@ -114,10 +117,11 @@ struct PeerStateMachineTests {
         }
         var a = Machine()
         _ = a.established(old, direction: .outbound, localPeerID: "a", remotePeerID: "b")
-        guard case let .retire(loser) = a.established(new, direction: .inbound, localPeerID: "a", remotePeerID: "b", presumedLost: lost) else {
+        guard case let .retire(loser, peerLostIt) = a.established(new, direction: .inbound, localPeerID: "a", remotePeerID: "b", presumedLost: lost) else {
             Issue.record("no retire"); return
         }
         #expect(loser === old)
+        #expect(peerLostIt == true, "it lost because it was presumed lost")
         #expect(a.current === new)
         // Without its age, the old one wins on a: the plain rule, a's own dial.
         var plain = Machine()
@@ -322,8 +326,9 @@ struct PeerStateMachineTests {
         _ = machine.closed(old, byeDuplicate: true)
         _ = machine.route(frame("1"), limit: 100)
         _ = established(&machine, inbound, .inbound)
-        guard case let .retire(loser) = established(&machine, outbound, .outbound) else { Issue.record("no retire"); return }
+        guard case let .retire(loser, peerLostIt) = established(&machine, outbound, .outbound) else { Issue.record("no retire"); return }
         #expect(loser === inbound)
+        #expect(peerLostIt == false, "the plain rule retired it")
         #expect(texts(machine.takeHeldFrames(for: outbound).frames) == ["1"])
         #expect(machine.takeHeldFrames(for: inbound).frames.isEmpty)
     }
@@ -378,7 +383,7 @@ extension PeerStateMachine.Established: Equatable where Waiter: Equatable {
     public static func == (lhs: Self, rhs: Self) -> Bool {
         switch (lhs, rhs) {
         case (.connected, .connected): return true
-        case let (.retire(a), .retire(b)): return a === b
+        case let (.retire(a, aLost), .retire(b, bLost)): return a === b && aLost == bLost
         case let (.switched(a, g), .switched(b, h)): return a == b && g == h
         default: return false
         }
