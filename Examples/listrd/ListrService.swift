@@ -39,10 +39,11 @@ final class ListrService: Service, Sendable {
     private let logger: Logger
 
     /// A service for the store in `database`; `name` and `logLevel` are what the command line
-    /// set (they override the stored settings and are saved).
+    /// set (they override the stored settings and are saved); `refusals` says which refused
+    /// requests to log.
     init(
         configuration: PeerConfiguration, database: ListrDatabase, storePath: String,
-        name: String?, logLevel: Logger.Level?, liveLevel: LiveLogLevel,
+        name: String?, logLevel: Logger.Level?, liveLevel: LiveLogLevel, refusals: RefusalLog,
         notifier: SystemdNotifier, logger: Logger
     ) throws(ListrError) {
         let box = TransceiverBox()
@@ -71,7 +72,7 @@ final class ListrService: Service, Sendable {
         }
         self.configuration = configuration
         self.store = store
-        self.handler = ListrRequestHandler(store: store, watchers: watchers)
+        self.handler = ListrRequestHandler(store: store, watchers: watchers, refusals: refusals)
         self.watchers = watchers
         self.box = box
         self.names = names

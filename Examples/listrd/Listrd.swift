@@ -57,6 +57,9 @@ struct Listrd: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long a peer may leave its replies unread, over its own limit or holding the spent budget, before it is disconnected as too slow (PeerConfiguration.slowPeerGracePeriod; default 10).", valueName: "seconds"))
     var slowPeerGrace: Double?
 
+    @Option(help: ArgumentHelp("How long a peer's refused requests must pause before the series ends and its count is logged; only a series' first refusal is logged one by one (default 10).", valueName: "seconds"))
+    var refusalQuietPeriod: Double?
+
     @Option(help: ArgumentHelp("The lowest level logged: trace, debug, info, notice, warning, error or critical (saved in the store's settings; default: the saved one, else info).", valueName: "level"))
     var logLevel: Logger.Level?
 
@@ -77,6 +80,9 @@ struct Listrd: AsyncParsableCommand {
         }
         if let slowPeerGrace, !(0.1...3600).contains(slowPeerGrace) {
             throw ValidationError("The slow-peer grace period of \(slowPeerGrace) s is not between 0.1 and 3600 seconds.")
+        }
+        if let refusalQuietPeriod, !(0.1...3600).contains(refusalQuietPeriod) {
+            throw ValidationError("The refusal quiet period of \(refusalQuietPeriod) s is not between 0.1 and 3600 seconds.")
         }
         if let name {
             var settings = ListrSettings.defaults
@@ -151,6 +157,7 @@ struct Listrd: AsyncParsableCommand {
             service = try ListrService(
                 configuration: configuration, database: opened.database, storePath: storeFile.path,
                 name: name, logLevel: logLevel, liveLevel: liveLevel,
+                refusals: RefusalLog(quietPeriod: refusalQuietPeriod.map { .milliseconds(Int64(($0 * 1000).rounded())) } ?? RefusalEpisodes.defaultQuietPeriod),
                 notifier: SystemdNotifier(logger: logger), logger: logger
             )
         } catch {

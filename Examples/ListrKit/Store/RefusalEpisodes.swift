@@ -3,7 +3,8 @@
 /// A peer can send requests that are refused (a wrong position, a full list, too many watchers)
 /// as fast as the network carries them; one notice line each made 147,075 lines (30 MB) in 15 s
 /// from one peer. Instead, the refusals of one key form an episode that lasts until it goes
-/// ``quietPeriod`` without one: the first refusal of an episode is logged (at notice, with its
+/// ``quietPeriod`` without one (``defaultQuietPeriod``, 10 s, unless listrd's
+/// `--refusal-quiet-period` says otherwise): the first refusal of an episode is logged (at notice, with its
 /// reason), the others are counted, and the count is logged as one line when the episode ends,
 /// and every ``summaryInterval`` while it goes on: `refused 147075 more requests from … in the
 /// last 15 s`. So a key costs the log at most two lines per ``summaryInterval``, whatever it sends.
@@ -14,8 +15,8 @@
 /// refusals of further keys are counted together, as those of "other peers", in one more episode. A value type with no clock and no I/O: the caller passes
 /// the time and logs the lines it returns.
 public struct RefusalEpisodes: Sendable {
-    /// How long a peer goes without a refusal before its episode ends: 10 s.
-    public static let quietPeriod: Duration = .seconds(10)
+    /// How long a peer goes without a refusal before its episode ends, by default: 10 s.
+    public static let defaultQuietPeriod: Duration = .seconds(10)
     /// How often an episode that goes on is summarised: every 60 s.
     public static let summaryInterval: Duration = .seconds(60)
     /// How many peers' episodes are followed one by one: 1,024; beyond, they share one.
@@ -40,8 +41,13 @@ public struct RefusalEpisodes: Sendable {
 
     private var episodes: [String: Episode] = [:]
 
-    /// No episode yet.
-    public init() {}
+    /// How long a peer goes without a refusal before its episode ends.
+    public let quietPeriod: Duration
+
+    /// No episode yet; an episode ends after `quietPeriod` without a refusal.
+    public init(quietPeriod: Duration = Self.defaultQuietPeriod) {
+        self.quietPeriod = quietPeriod
+    }
 
     /// How many episodes are followed.
     public var count: Int { episodes.count }
@@ -58,7 +64,7 @@ public struct RefusalEpisodes: Sendable {
             episodes[key] = Episode(name: name, last: now, since: now, unlogged: 0)
             return Lines(logRefusal: true, summary: nil)
         }
-        if now - episode.last >= Self.quietPeriod {
+        if now - episode.last >= quietPeriod {
             let summary = Self.summary(of: episode, until: episode.last)
             episodes[key] = Episode(name: name, last: now, since: now, unlogged: 0)
             return Lines(logRefusal: true, summary: summary)
@@ -74,7 +80,7 @@ public struct RefusalEpisodes: Sendable {
     public mutating func due(at now: ContinuousClock.Instant) -> [String] {
         var lines: [String] = []
         for (key, var episode) in episodes {
-            if now - episode.last >= Self.quietPeriod {
+            if now - episode.last >= quietPeriod {
                 episodes[key] = nil
                 if let line = Self.summary(of: episode, until: episode.last) { lines.append(line) }
             } else if now - episode.since >= Self.summaryInterval {

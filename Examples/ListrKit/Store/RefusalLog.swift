@@ -5,11 +5,16 @@ import Synchronization
 /// It only counts and returns lines; the caller logs them (no logging under its lock). `now` is
 /// the clock, injected so that tests move time instead of sleeping.
 public final class RefusalLog: Sendable {
-    private let episodes = Mutex(RefusalEpisodes())
+    private let episodes: Mutex<RefusalEpisodes>
     private let now: @Sendable () -> ContinuousClock.Instant
 
-    /// A log of refusals timed by `now` (the continuous clock by default).
-    public init(now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }) {
+    /// A log of refusals timed by `now` (the continuous clock by default), whose episodes end
+    /// after `quietPeriod` without a refusal.
+    public init(
+        quietPeriod: Duration = RefusalEpisodes.defaultQuietPeriod,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
+        self.episodes = Mutex(RefusalEpisodes(quietPeriod: quietPeriod))
         self.now = now
     }
 

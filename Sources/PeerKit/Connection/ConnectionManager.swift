@@ -1076,6 +1076,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         guard let failure else { return }
         let name = LogSafe.text(failure.name, maximumBytes: 80)
+        // A reason may be an error's sentence; the lines below go on after it.
+        let reason = reason.hasSuffix(".") ? String(reason.dropLast()) : reason
         if failure.attempt == 0 {
             logger.notice("Cannot reach \"\(name)\": \(reason). Retrying with back-off from \(configuration.backoff.initial.peerKitSeconds) up to \(configuration.backoff.maximum.peerKitSeconds) between attempts; a new advertisement retries at once.")
         } else {

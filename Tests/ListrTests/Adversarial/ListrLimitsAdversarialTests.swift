@@ -92,7 +92,9 @@ struct ListrLimitsAdversarialTests {
     @Test("20,000 refused requests from one peer make two log lines: the first refusal, then the count once the series ends")
     func refusalFlood() async throws {
         let world = try ListrFixture()
-        let (daemon, port) = try await world.startDaemon(extra: ["--insecure"])
+        // A series ends after 3 s without a refusal, not 10: the wait for its count is shorter,
+        // and a pause of 3 s within the flood would still split it (and fail the test).
+        let (daemon, port) = try await world.startDaemon(extra: ["--insecure", "--refusal-quiet-period", "3"])
         let serviceType = world.serviceType
         let socket = try await blocking {
             let socket = try RawSocket.connect(port: port)

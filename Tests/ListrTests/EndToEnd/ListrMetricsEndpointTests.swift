@@ -56,9 +56,10 @@ struct ListrMetricsEndpointTests {
         #expect(result.stderr.contains("The metrics port 70000 is not between 0 and 65535."), "\(result)")
     }
 
-    @Test("listrd refuses an outbound budget or a slow-peer grace period out of range", arguments: [
+    @Test("listrd refuses an outbound budget, a slow-peer grace period or a refusal quiet period out of range", arguments: [
         (["--outbound-budget", "0"], "The outbound budget of 0 MiB is not between 1 and 65536 MiB."),
         (["--slow-peer-grace", "0"], "The slow-peer grace period of 0.0 s is not between 0.1 and 3600 seconds."),
+        (["--refusal-quiet-period", "7200"], "The refusal quiet period of 7200.0 s is not between 0.1 and 3600 seconds."),
     ])
     func badOutboundLimits(options: [String], message: String) async throws {
         let world = try ListrFixture()

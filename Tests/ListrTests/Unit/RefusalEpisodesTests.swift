@@ -59,6 +59,17 @@ struct RefusalEpisodesTests {
         #expect(episodes.count == 0)
     }
 
+    @Test("a series ends after the quiet period it was given, not the default")
+    func quietPeriod() {
+        var episodes = RefusalEpisodes(quietPeriod: .seconds(3))
+        #expect(episodes.refused(key: "A", name: "A", at: start).logRefusal)
+        #expect(!episodes.refused(key: "A", name: "A", at: start + .seconds(2)).logRefusal, "2 s apart: the same series")
+        #expect(episodes.due(at: start + .milliseconds(4_900)).isEmpty, "2.9 s of quiet: the series goes on")
+        #expect(episodes.due(at: start + .seconds(5)) == ["refused 1 more request from A in the last 2 s (only the first refusal of a series is logged)"])
+        #expect(episodes.refused(key: "A", name: "A", at: start + .seconds(5)).logRefusal, "a new series")
+        #expect(episodes.refused(key: "A", name: "A", at: start + .seconds(8)).logRefusal, "3 s apart: another series")
+    }
+
     @Test("at most 1,024 series are followed: refusals from further peers share one")
     func manyPeers() {
         var episodes = RefusalEpisodes()

@@ -71,15 +71,15 @@ struct TransceiverAdversarialTests {
         defer { peer.close() }
         try await peer.sayHello(serviceType: serviceType, peerID: "trickler", name: "trickler")
         _ = try await nextEvent(events, "the trickler to connect") { if case .peerConnected = $0 { true } else { false } }
-        let frame = ByteBuffer.frame(#"{"type":"AdversarialBlob","payload":{"text":"\#(String(repeating: "y", count: 40 * 4096))"}}"#)
-        // 8 s for one frame, four times the peer timeout, a piece every 200 ms.
+        let frame = ByteBuffer.frame(#"{"type":"AdversarialBlob","payload":{"text":"\#(String(repeating: "y", count: 30 * 4096))"}}"#)
+        // 6 s for one frame, three times the peer timeout, a piece every 200 ms.
         var remaining = frame
         while remaining.readableBytes > 0 {
             let piece = remaining.readSlice(length: min(4096, remaining.readableBytes)) ?? ByteBuffer()
             try await peer.write(piece)
             try await Task.sleep(for: .milliseconds(200))
         }
-        #expect(try await inbox.take(1) == [40 * 4096])
+        #expect(try await inbox.take(1) == [30 * 4096])
         #expect(transceiver.availablePeers.contains { $0.id == "trickler" }, "the peer was dropped while its frame was still arriving")
     }
 
@@ -152,7 +152,9 @@ struct TransceiverAdversarialTests {
                 .childChannelInitializer { child in
                     accepted.withLockedValue { $0.append(.now) }
                     guard let banner else { return child.close() }
-                    return child.writeAndFlush(ByteBuffer(string: banner)).flatMap { child.close() }
+                    // Written once the connection is active: a write in the initializer fails (the
+                    // channel is not registered yet), and this service then said nothing at all.
+                    return child.eventLoop.makeCompletedFuture { try child.pipeline.syncOperations.addHandler(BannerThenClose(banner: banner)) }
                 }
                 .bind(host: "127.0.0.1", port: 0)
                 .get()
@@ -162,7 +164,23 @@ struct TransceiverAdversarialTests {
         var acceptTimes: [ContinuousClock.Instant] { accepted.withLockedValue { $0 } }
     }
 
-    @Test("a peer that refuses, and a service that is not PeerKit, are redialled with capped back-off over 10 s, logged once each, and at once on a new advertisement")
+    /// Writes a banner as soon as the connection is active, then closes it, as a service of another
+    /// protocol that refuses what it does not understand would.
+    private final class BannerThenClose: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let banner: String
+
+        init(banner: String) {
+            self.banner = banner
+        }
+
+        func channelActive(context: ChannelHandlerContext) {
+            context.writeAndFlush(NIOAny(ByteBuffer(string: banner)), promise: nil)
+            context.close(promise: nil)
+        }
+    }
+
+    @Test("a peer that refuses, and a service that is not PeerKit, are redialled with exponential back-off, logged once each, and at once on a new advertisement")
     func redialBackoff() async throws {
         let serviceType = randomServiceType()
         let closing = try await CountingListener(banner: nil)
@@ -180,6 +198,11 @@ struct TransceiverAdversarialTests {
         let discovery = ManualDiscovery()
         var configuration = manualConfiguration(serviceType: serviceType, name: "dialler", discovery: discovery)
         configuration.logger = log.logger
+        // A back-off that grows four times per attempt from 0.1 s, so that it is long after a window
+        // of 3 s (the default, 0.5 s doubling, takes 10 s for that); `Backoff`'s own tests cover
+        // the defaults.
+        configuration.reconnectBackoff = Backoff(initial: .milliseconds(100), multiplier: 4)
+        let window = Duration.seconds(3)
         let transceiver = PeerTransceiver(configuration: configuration)
         try await transceiver.start()
         defer { transceiver.stop() }
@@ -190,21 +213,23 @@ struct TransceiverAdversarialTests {
         advertise("closer", closing.endpoint)
         advertise("impostor", foreign.endpoint)
         advertise("refuser", PeerEndpoint(host: "127.0.0.1", port: vacantPort))
-        try await Task.sleep(until: start + .seconds(10))
+        try await Task.sleep(until: start + window)
 
-        // 0.5 s doubling with ±20 % jitter: attempts at about 0, 0.5, 1.5, 3.5 and 7.5 s. Without
-        // back-off, a redial every 0.5-1 s makes 10 to 20.
+        // Delays of 0.1, 0.4 and 1.6 s with ±20 % jitter: attempts at about 0, 0.1, 0.5 and 2.1 s
+        // (1.7-2.5 s), the next one 6.4 s later. Without back-off, a redial every 0.1 s makes 30.
         for (name, listener) in [("closer", closing), ("impostor", foreign)] {
-            let dials = listener.acceptTimes.filter { $0 < start + .seconds(10) }.count
-            #expect((2...6).contains(dials), "the \(name) was dialled \(dials) times in 10 s; capped exponential back-off from 0.5 s allows 2 to 6")
+            let dials = listener.acceptTimes.filter { $0 < start + window }.count
+            #expect((2...6).contains(dials), "the \(name) was dialled \(dials) times in 3 s; exponential back-off from 0.1 s allows 2 to 6.")
         }
         let loud = log.messages(atLeast: .notice)
         for name in ["closer", "impostor", "refuser"] {
             let lines = loud.filter { $0.contains(name) }
-            #expect((1...2).contains(lines.count), "the unreachable \(name) was logged \(lines.count) times at notice or above in 10 s; a state change is logged, not each attempt: \(lines)")
+            #expect((1...2).contains(lines.count), "the unreachable \(name) was logged \(lines.count) times at notice or above in 3 s; a state change is logged, not each attempt: \(lines)")
+            // The reason, often an error's own sentence, is not followed by a second period.
+            #expect(!lines.contains { $0.contains(".. ") }, "\(lines)")
         }
 
-        // By now the back-off is several seconds; a new advertisement redials at once.
+        // The next attempt is due at 6.8 s at the earliest; a new advertisement redials at once.
         let before = closing.acceptTimes.count
         let readvertised = ContinuousClock.now
         advertise("closer", closing.endpoint)
