@@ -477,6 +477,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         state.withLockedValue { $0.peers[peerID]?.isConnected ?? false }
     }
 
+    /// Whether the peer has no connection now, and its session waits for it to come back within
+    /// its resume window.
+    func isSuspended(_ peerID: String) -> Bool {
+        state.withLockedValue { $0.peers[peerID]?.session?.isSuspended ?? false }
+    }
+
     /// The peer, when it is connected (also while it switches to a tie-break's winner).
     func connectedPeer(_ peerID: String) -> Peer? {
         state.withLockedValue { state in

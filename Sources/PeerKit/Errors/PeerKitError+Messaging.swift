@@ -39,8 +39,17 @@ extension PeerKitError {
 
     /// A request got no reply in time.
     public static func requestTimedOut(type: String, peer: String, timeout: Duration) -> PeerKitError {
+        requestTimedOut(type: type, peer: peer, timeout: timeout, connectionDown: false)
+    }
+
+    /// A request got no reply in time; `connectionDown`: the peer had no connection when the time
+    /// ran out (its session waited for it to come back), which the sentence says, since it is the
+    /// likelier cause than a slow handler.
+    static func requestTimedOut(type: String, peer: String, timeout: Duration, connectionDown: Bool) -> PeerKitError {
         PeerKitError(.requestTimedOut, ["type": .text(type), "peer": .text(peer), "timeout": .duration(timeout)],
-                     "\(peer) did not answer the \(type) request within \(timeout.peerKitSeconds).")
+                     connectionDown
+                        ? "\(peer) did not answer the \(type) request within \(timeout.peerKitSeconds): its connection is down, and it has not reconnected since it was lost. Check that it is still running and reachable."
+                        : "\(peer) did not answer the \(type) request within \(timeout.peerKitSeconds).")
     }
 
     /// The remote peer answered a request with an error.

@@ -50,8 +50,10 @@ extension PeerTransceiver {
         pending.register(id: id, peerID: peer.id)
         defer { pending.remove(id: id) }
         let metrics = metrics
-        let timer = clock.schedule(on: session.manager.connection(to: peer.id)?.channel.eventLoop ?? session.manager.timerLoop, in: timeout) {
-            pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout))
+        let manager = session.manager
+        let timer = clock.schedule(on: manager.connection(to: peer.id)?.channel.eventLoop ?? manager.timerLoop, in: timeout) {
+            let connectionDown = manager.isSuspended(peer.id)
+            pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout, connectionDown: connectionDown))
         }
         pending.setTimeout(id: id, timer)
         let started = ContinuousClock.now

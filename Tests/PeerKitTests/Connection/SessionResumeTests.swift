@@ -107,6 +107,38 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
+    @Test("a request that times out while the peer's connection is down says so, and one to a peer that is connected does not")
+    func requestTimedOutWhileDown() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _, _) = try await pair(network)
+        let toBob = try #require(alice.connectedPeers.first)
+        // A question bob takes 3 s to answer, while connected: only the time ran out.
+        struct SlowQuestion: Codable, Sendable { var n: Int }
+        bob.respond(to: SlowQuestion.self) { question, _ in
+            try await network.clock.sleep(for: .seconds(3))
+            return SessionAnswer(n: question.n)
+        }
+        let slow = Task.immediate {
+            try await alice.request(SlowQuestion(n: 1), to: toBob, expecting: SessionAnswer.self, timeout: .seconds(1))
+        }
+        await network.advance(by: .seconds(2))
+        let slowFailure = await #expect(throws: PeerKitError.self) { try await slow.value }
+        #expect(slowFailure?.code == .requestTimedOut)
+        #expect(slowFailure?.description == "bob did not answer the SlowQuestion request within 1 s.", "\(String(describing: slowFailure))")
+
+        // The link is cut: alice's heartbeat gives up on it after the peer timeout (2.5 s), and her
+        // session waits for bob to come back; the request times out first.
+        network.partition(alice, bob)
+        let request = Task.immediate {
+            try await alice.request(SessionQuestion(n: 2), to: toBob, expecting: SessionAnswer.self, timeout: .seconds(3.5))
+        }
+        await network.advance(by: .seconds(4))
+        let failure = await #expect(throws: PeerKitError.self) { try await request.value }
+        #expect(failure?.code == .requestTimedOut)
+        #expect(failure?.description == "bob did not answer the SessionQuestion request within 3.5 s: its connection is down, and it has not reconnected since it was lost. Check that it is still running and reachable.", "\(String(describing: failure))")
+        await network.shutdown()
+    }
+
     @Test("when alice's address changes, bob takes her new connection over the old one, which still hears her, and what she sends arrives at once, not when the old one has closed; nothing is lost, duplicated or reordered")
     func addressChange() async throws {
         let network = TestNetwork()
