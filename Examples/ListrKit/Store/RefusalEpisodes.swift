@@ -4,10 +4,10 @@
 /// as fast as the network carries them; one notice line each made 147,075 lines (30 MB) in 15 s
 /// from one peer. Instead, the refusals of one key form an episode that lasts until it goes
 /// ``quietPeriod`` without one (``defaultQuietPeriod``, 10 s, unless listrd's
-/// `--refusal-quiet-period` says otherwise): the first refusal of an episode is logged (at notice, with its
-/// reason), the others are counted, and the count is logged as one line when the episode ends,
-/// and every ``summaryInterval`` while it goes on: `refused 147075 more requests from … in the
-/// last 15 s`. So a key costs the log at most two lines per ``summaryInterval``, whatever it sends.
+/// `--refusal-quiet-period` says otherwise): the first refusal of an episode is logged (at
+/// notice, with its reason), the others are counted, and the count is logged as one line when
+/// the episode ends, and every ``summaryInterval`` while it goes on: `refused 147075 more
+/// requests from … in the last 15 s`. So a key costs the log at most two lines per ``summaryInterval``, whatever it sends.
 /// listrd keys episodes by the peer's source address (``PeerTransceiver/sourceAddress(of:)``), not
 /// its peer ID, which costs nothing to make up.
 ///

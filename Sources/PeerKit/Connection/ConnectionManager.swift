@@ -2102,8 +2102,10 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// An error as a sentence fragment naming its cause: for a system call, the call and errno.
     static func describe(_ error: any Error) -> String {
         if let ioError = error as? IOError {
-            // Its description names the call, the errno's text and its number.
-            return ioError.description
+            // Its description names the call, the errno's text and its number, with a parenthesis
+            // too many after the text ("read(…): Connection reset by peer) (errno: 104)", NIO
+            // 2.x's format), which is taken out.
+            return ioError.description.replacingOccurrences(of: ") (errno: ", with: " (errno: ")
         }
         if let connectError = error as? NIOConnectionError {
             let reasons = connectError.connectionErrors.map { "\($0.target): \(describe($0.error))" }

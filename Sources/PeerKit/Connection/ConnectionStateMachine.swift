@@ -322,11 +322,23 @@ struct ConnectionStateMachine {
         case .idle, .handshaking, .open:
             switch error {
             case let .frameTooLarge(length, limit):
+                // Before the hello, a length field that reads as text is another protocol's
+                // greeting ("SSH-", "GET ", "HTTP"): that is the cause to name, not a frame size.
+                if state != .open, let text = Self.text(ofLengthField: length) {
+                    return fail(.handshake("it does not speak PeerKit: its first bytes were \"\(text)\" (read as a frame length, \(length) bytes, over the \(limit)-byte limit before the hello)"))
+                }
                 return fail(.frameTooLarge(length: length, limit: limit))
             case .truncatedFrame, .malformedEnvelope:
                 return fail(.malformed(error.reason))
             }
         }
+    }
+
+    /// The four bytes of a frame's length field as text, when all are printable ASCII; nil else.
+    static func text(ofLengthField length: Int) -> String? {
+        let bytes = (0..<4).map { UInt8(truncatingIfNeeded: length >> (24 - 8 * $0)) }
+        guard length >= 0, length <= Int(UInt32.max), bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The start of the failure sent when no hello arrived within the handshake timeout: the

@@ -180,7 +180,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         } else if let wireError = error as? WireError {
             perform(stateMachine.frameRejected(wireError), context: context)
         } else {
-            perform(stateMachine.transportFailed(Self.describe(error)), context: context)
+            perform(stateMachine.transportFailed(ConnectionManager.describe(error)), context: context)
         }
     }
 
@@ -345,12 +345,5 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// What a message counts against the inbound limit.
     static func cost(of envelope: Envelope) -> Int {
         envelope.payload.readableBytes + envelope.type.utf8.count + perMessageOverhead
-    }
-
-    private static func describe(_ error: any Error) -> String {
-        if let ioError = error as? IOError {
-            return ioError.description
-        }
-        return String(describing: error)
     }
 }

@@ -331,6 +331,23 @@ struct ConnectionStateMachineTests {
         #expect(other.frameRejected(.malformedEnvelope("the envelope has no \"type\"")) == failed(.malformed("the envelope has no \"type\"")))
     }
 
+    @Test("before the hello, a length field that reads as text is named as another protocol's first bytes; a binary one, or one after the hello, is a frame too large")
+    func foreignGreeting() throws {
+        // "SSH-" as a big-endian length: 1,397,966,893 bytes.
+        let ssh = 0x5353_482D
+        var dialler = machine()
+        _ = dialler.activated(now: start)
+        #expect(dialler.frameRejected(.frameTooLarge(length: ssh, limit: 65536))
+            == failed(.handshake("it does not speak PeerKit: its first bytes were \"SSH-\" (read as a frame length, 1397966893 bytes, over the 65536-byte limit before the hello)")))
+        var binary = machine()
+        _ = binary.activated(now: start)
+        #expect(binary.frameRejected(.frameTooLarge(length: 1 << 20, limit: 65536)) == failed(.frameTooLarge(length: 1 << 20, limit: 65536)))
+        var open = try established()
+        #expect(open.frameRejected(.frameTooLarge(length: ssh, limit: 16 << 20)) == failed(.frameTooLarge(length: ssh, limit: 16 << 20)))
+        #expect(Machine.text(ofLengthField: 0x4745_5420) == "GET ")
+        #expect(Machine.text(ofLengthField: 0x0A41_4141) == nil, "a newline is not printable")
+    }
+
     // MARK: Lifecycle and limits
 
     @Test("any bytes from the peer prove it alive, even in the middle of a large frame")
