@@ -107,6 +107,13 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
+    /// Starts `request`, moves the network's clock on by `advance`, and returns what it threw.
+    func failure(of request: @escaping @Sendable () async throws -> SessionAnswer, after advance: Duration, on network: TestNetwork) async -> PeerKitError? {
+        let task = Task.immediate { try await request() }
+        await network.advance(by: advance)
+        return await #expect(throws: PeerKitError.self) { try await task.value }
+    }
+
     @Test("a request that times out while the peer's connection is down says so, and one to a peer that is connected does not")
     func requestTimedOutWhileDown() async throws {
         let network = TestNetwork()
@@ -118,24 +125,20 @@ struct SessionResumeTests {
             try await network.clock.sleep(for: .seconds(3))
             return SessionAnswer(n: question.n)
         }
-        let slow = Task.immediate {
+        let slow = await failure(of: {
             try await alice.request(SlowQuestion(n: 1), to: toBob, expecting: SessionAnswer.self, timeout: .seconds(1))
-        }
-        await network.advance(by: .seconds(2))
-        let slowFailure = await #expect(throws: PeerKitError.self) { try await slow.value }
-        #expect(slowFailure?.code == .requestTimedOut)
-        #expect(slowFailure?.description == "bob did not answer the SlowQuestion request within 1 s.", "\(String(describing: slowFailure))")
+        }, after: .seconds(2), on: network)
+        #expect(slow?.code == .requestTimedOut)
+        #expect(slow?.description == "bob did not answer the SlowQuestion request within 1 s.", "\(String(describing: slow))")
 
         // The link is cut: alice's heartbeat gives up on it after the peer timeout (2.5 s), and her
         // session waits for bob to come back; the request times out first.
         network.partition(alice, bob)
-        let request = Task.immediate {
+        let down = await failure(of: {
             try await alice.request(SessionQuestion(n: 2), to: toBob, expecting: SessionAnswer.self, timeout: .seconds(3.5))
-        }
-        await network.advance(by: .seconds(4))
-        let failure = await #expect(throws: PeerKitError.self) { try await request.value }
-        #expect(failure?.code == .requestTimedOut)
-        #expect(failure?.description == "bob did not answer the SessionQuestion request within 3.5 s: its connection is down, and it has not reconnected since it was lost. Check that it is still running and reachable.", "\(String(describing: failure))")
+        }, after: .seconds(4), on: network)
+        #expect(down?.code == .requestTimedOut)
+        #expect(down?.description == "bob did not answer the SessionQuestion request within 3.5 s: its connection is down, and it has not reconnected since it was lost. Check that it is still running and reachable.", "\(String(describing: down))")
         await network.shutdown()
     }
 
