@@ -15,8 +15,6 @@ import Glibc
 struct ListrOutboundBoundAdversarialTests {
     /// PeerKit's outbound limit per peer.
     static let outboundLimit = 32 * 1024 * 1024
-    /// PeerKit's outbound budget for all peers together, by default (listrd's too).
-    static let totalOutboundBudget = 128 * 1024 * 1024
     /// What listrd may grow by on top of it: one answer in flight, the inbound queue (4 MiB),
     /// allocator slack.
     static let slack = 32 * 1024 * 1024
@@ -96,7 +94,7 @@ struct ListrOutboundBoundAdversarialTests {
         // A budget of 48 MiB (--outbound-budget; PeerKit's default is 128 MiB) and a grace period
         // of 3 s: with the defaults, against a debug listrd, the attack stopped growing 29–33 s in
         // and the first disconnection for the spent budget came at 36–38 s (with 64 MiB, at
-        // 22-23 s). Each attacker's own limit (32 MiB) stays as it is, so no one of them can spend
+        // 22–23 s). Each attacker's own limit (32 MiB) stays as it is, so no one of them can spend
         // the budget alone, two can, and six hold it.
         let budget = 48 * 1024 * 1024
         let (daemon, port) = try await world.startDaemon(extra: ["--log-level", "info", "--insecure", "--metrics-port", "0", "--outbound-budget", "\(budget / (1024 * 1024))", "--slow-peer-grace", "3"])
