@@ -135,7 +135,7 @@ struct Listrd: AsyncParsableCommand {
         configuration.maximumFrameLength = ListrLimits.maximumMessageLength
         configuration.maximumIncomingResourceBytes = ListrLimits.maximumStoreBytes
         if let outboundBudget { configuration.maximumTotalQueuedOutboundBytes = outboundBudget * 1024 * 1024 }
-        if let slowPeerGrace { configuration.slowPeerGracePeriod = .milliseconds(Int64((slowPeerGrace * 1000).rounded())) }
+        if let slowPeerGrace { configuration.slowPeerGracePeriod = .seconds(slowPeerGrace) }
         configuration.logger = Logger(label: "listrd.peerkit")
         configuration.security = security
         var services: [any Service] = []
@@ -157,7 +157,7 @@ struct Listrd: AsyncParsableCommand {
             service = try ListrService(
                 configuration: configuration, database: opened.database, storePath: storeFile.path,
                 name: name, logLevel: logLevel, liveLevel: liveLevel,
-                refusals: RefusalLog(quietPeriod: refusalQuietPeriod.map { .milliseconds(Int64(($0 * 1000).rounded())) } ?? RefusalEpisodes.defaultQuietPeriod),
+                refusals: RefusalLog(quietPeriod: refusalQuietPeriod.map { .seconds($0) } ?? RefusalEpisodes.defaultQuietPeriod),
                 notifier: SystemdNotifier(logger: logger), logger: logger
             )
         } catch {
