@@ -52,6 +52,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         // TestClock for PeerKitTesting and the tests only; PeerKit itself takes any Clock<Duration>.
         .package(url: "https://github.com/pointfreeco/swift-clocks.git", from: "1.1.1"),
+        // Deque: the dispatcher's queues move messages out instead of copying them (NIO's own
+        // dependency, so nothing more to build).
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         // Avahi's client library, seen through a module map. Only PeerKit/Discovery imports it.
@@ -92,6 +95,7 @@ let package = Package(
                 // Resources: chunked reads, and a received file that appears under its name only
                 // when complete (transactional creation). Its product name still has the underscore.
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: librarySettings
         ),

@@ -1,3 +1,4 @@
+import DequeModule
 import Synchronization
 import Logging
 import NIOConcurrencyHelpers
@@ -36,7 +37,7 @@ final class MessageDispatcher: InboundMessageSink {
 
     private struct Queue {
         /// Each peer's messages, in arrival order.
-        var perPeer: [String: CircularBuffer<Inbound>] = [:]
+        var perPeer: [String: Deque<Inbound>] = [:]
         /// Peers with queued messages, in the order they get their next turn.
         var turns = CircularBuffer<String>()
         /// Peers with queued messages whose outbox is full: no turn until it drains.
@@ -60,7 +61,7 @@ final class MessageDispatcher: InboundMessageSink {
         }
 
         /// Appends `new` to `messages`; returns how many, and whether `messages` were empty.
-        private static func append(_ new: some Sequence<Inbound>, to messages: inout CircularBuffer<Inbound>) -> (count: Int, wasEmpty: Bool) {
+        private static func append(_ new: some Sequence<Inbound>, to messages: inout Deque<Inbound>) -> (count: Int, wasEmpty: Bool) {
             let wasEmpty = messages.isEmpty
             let before = messages.count
             messages.append(contentsOf: new)
@@ -77,28 +78,26 @@ final class MessageDispatcher: InboundMessageSink {
         }
 
         /// Up to ``MessageDispatcher/maximumBatch`` messages of `id`, the one peer with a turn.
-        private mutating func takeBatch(of id: String) -> [Inbound] {
-            var batch: [Inbound] = []
-            // In place, as in takeOneEach().
-            let count = min(perPeer[id]?.count ?? 0, MessageDispatcher.maximumBatch)
-            batch.reserveCapacity(count)
-            for _ in 0..<count {
+        private mutating func takeBatch(of id: String) -> Deque<Inbound> {
+            guard let count = perPeer[id]?.count, count > MessageDispatcher.maximumBatch else {
+                // All of them: the peer's queue itself, without moving a message.
+                turns.removeAll()
+                return perPeer.removeValue(forKey: id) ?? []
+            }
+            var batch = Deque<Inbound>(minimumCapacity: MessageDispatcher.maximumBatch)
+            // In place, as in takeOneEach(); a Deque moves each message out, no copy.
+            for _ in 0..<MessageDispatcher.maximumBatch {
                 guard let message = perPeer[id]?.popFirst() else { break }
                 batch.append(message)
-            }
-            if perPeer[id]?.isEmpty ?? true {
-                perPeer[id] = nil
-                turns.removeAll()
             }
             return batch
         }
 
         /// The oldest message of each peer with a turn; each goes to the back of the turns.
-        private mutating func takeOneEach() -> [Inbound] {
-            var round: [Inbound] = []
-            round.reserveCapacity(turns.count)
+        private mutating func takeOneEach() -> Deque<Inbound> {
+            var round = Deque<Inbound>(minimumCapacity: turns.count)
             for _ in 0..<turns.count {
-                // In place: taking the buffer out of the dictionary first (`var messages =
+                // In place: taking the queue out of the dictionary first (`var messages =
                 // perPeer[id]`) would copy all of it for every message (copy on write), and
                 // a queue of n messages would cost n² copies.
                 guard let id = turns.popFirst(), let message = perPeer[id]?.popFirst() else { continue }
@@ -114,18 +113,18 @@ final class MessageDispatcher: InboundMessageSink {
 
         /// Puts `messages` (of one peer, in order) back at the head of their peer's queue and
         /// parks the peer.
-        mutating func park(_ messages: ArraySlice<Inbound>) {
+        mutating func park(_ messages: Deque<Inbound>) {
             guard let id = messages.first?.sender.id else { return }
             if let index = turns.firstIndex(of: id) { turns.remove(at: index) }
-            for message in messages.reversed() { perPeer[id, default: []].prepend(message) }
+            perPeer[id, default: []].prepend(contentsOf: messages)
             parked.insert(id)
         }
 
         /// Puts what is left of a one-peer batch back at the head of its peer's queue, in order,
         /// when another peer has a turn now; returns whether it did.
-        mutating func putBackIfOthersWait(_ messages: ArraySlice<Inbound>) -> Bool {
+        mutating func putBackIfOthersWait(_ messages: Deque<Inbound>) -> Bool {
             guard let id = messages.first?.sender.id, turns.contains(where: { $0 != id }) else { return false }
-            for message in messages.reversed() { perPeer[id, default: []].prepend(message) }
+            perPeer[id, default: []].prepend(contentsOf: messages)
             if !parked.contains(id), !turns.contains(id) { turns.append(id) }
             return true
         }
@@ -140,7 +139,7 @@ final class MessageDispatcher: InboundMessageSink {
         /// (nil: it has none); its one-way messages stay.
         mutating func removeRequests(of peerID: String, notOn current: PeerConnection?) -> [Inbound] {
             guard let messages = perPeer[peerID] else { return [] }
-            var kept = CircularBuffer<Inbound>()
+            var kept = Deque<Inbound>()
             var removed: [Inbound] = []
             for message in messages {
                 if message.envelope.id != nil, message.connection !== current {
@@ -162,7 +161,8 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// The messages one turn of ``run()`` takes; with ``onePeer``, all of one peer.
     private struct Round {
-        var messages: [Inbound]
+        /// In order; ``run()`` moves each out as it handles it.
+        var messages: Deque<Inbound>
         var onePeer: Bool
         /// ``Queue/turnsGiven`` when the round was taken: while it is unchanged, no other peer
         /// got a turn since, and a one-peer batch goes on.
@@ -266,22 +266,25 @@ final class MessageDispatcher: InboundMessageSink {
         running.store(true, ordering: .releasing)
         defer { running.store(false, ordering: .releasing) }
         while true {
-            let round = await nextRound()
+            var round = await nextRound()
             if round.isFinished { return }
             let outbound = outboundBox.withLockedValue { $0 }
             var turnsSeen = round.turnsGiven
-            var index = round.messages.startIndex
-            messages: while index < round.messages.endIndex {
-                let message = round.messages[index]
-                if round.onePeer, index > round.messages.startIndex, turnsGiven.load(ordering: .acquiring) != turnsSeen {
+            var handledAny = false
+            messages: while !round.messages.isEmpty {
+                if round.onePeer, handledAny, turnsGiven.load(ordering: .acquiring) != turnsSeen {
                     // Another peer may have a turn now: it goes before the rest of this batch.
-                    let rest = round.messages[index...]
+                    let rest = round.messages
                     let (putBack, given) = queue.withLockedValue { queue in
                         (queue.finished ? false : queue.putBackIfOthersWait(rest), queue.turnsGiven)
                     }
                     if putBack { break messages }
                     turnsSeen = given
                 }
+                handledAny = true
+                // Moved out, not copied: a copy would retain every reference the message holds
+                // (its payload's storage among them, shared with the event loop that read it).
+                let message = round.messages.removeFirst()
                 switch outbound?.outboxState(of: message.sender.id) ?? .room {
                 case .room:
                     await handle(message, outbound: outbound)
@@ -289,7 +292,8 @@ final class MessageDispatcher: InboundMessageSink {
                     // Not now: the peer is not reading what we made for it already. Its turn
                     // comes back when its outbox drains (``outboxHasRoom()``); in a one-peer
                     // batch, the rest of the batch waits with it, in order.
-                    let held = round.onePeer ? round.messages[index...] : round.messages[index...index]
+                    var held: Deque<Inbound> = [message]
+                    if round.onePeer { held.append(contentsOf: round.messages) }
                     let parked = queue.withLockedValue { queue -> Bool in
                         guard !queue.finished else { return false }
                         queue.park(held)
@@ -300,7 +304,6 @@ final class MessageDispatcher: InboundMessageSink {
                         // wake-up finding nobody parked: look once more, now that it would.
                         if outbound?.outboxState(of: message.sender.id) == .room { outboxHasRoom() }
                         if round.onePeer { break messages }
-                        index += 1
                         continue
                     }
                     await handle(message, outbound: outbound)
@@ -312,7 +315,6 @@ final class MessageDispatcher: InboundMessageSink {
                     }
                 }
                 credit(message)
-                index += 1
             }
         }
     }
