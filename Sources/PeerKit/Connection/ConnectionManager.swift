@@ -635,11 +635,20 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             guard state.running else { return ([], 0) }
             var targets: [(String, PeerConnection)] = []
             var held = 0
-            // The IDs are copied out: a loop over `state.peers.keys` keeps the dictionary's
-            // storage referenced, so that each change below would copy the whole dictionary.
-            for id in Array(state.peers.keys) {
-                // One lookup per peer, for its session and, without one, for its route.
-                guard let index = state.peers.index(forKey: id) else { continue }
+            // A walk over the records' indices, which (unlike a loop over `state.peers.keys`)
+            // holds no reference to the dictionary's storage: each record is changed in place,
+            // not in a copy of the whole dictionary, and no array of the keys is made. Nothing
+            // below adds or removes a record but the end of a session at its bound, which is done
+            // after the walk.
+            var sessionsToEnd: [String] = []
+            var next = state.peers.startIndex
+            while next != state.peers.endIndex {
+                let index = next
+                state.peers.formIndex(after: &next)
+                if state.peers.values[index].sessionEndsAtBound {
+                    sessionsToEnd.append(state.peers.keys[index])
+                    continue
+                }
                 switch recordSessionFrame(frame, at: index, canWait: false, shared: true, state: &state) {
                 case .kept:
                     held += 1
@@ -654,11 +663,16 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 }
                 // Without a session, routed by the peer's state machine, in place.
                 switch state.peers.values[index].link.route(frame, limit: limit) {
-                case let .send(connection): targets.append((id, connection))
+                case let .send(connection): targets.append((state.peers.keys[index], connection))
                 case .held: held += 1
-                case .full: overflowed.append((id, nil, state.peers.values[index].link.heldBytes))
+                case .full: overflowed.append((state.peers.keys[index], nil, state.peers.values[index].link.heldBytes))
                 case .notConnected: break
                 }
+            }
+            for id in sessionsToEnd {
+                // At the bound while away: the frame is not kept, and the session ends (the
+                // peer is disconnected; its record may go).
+                _ = recordSessionFrame(frame, for: id, canWait: false, shared: true, state: &state)
             }
             return (targets, held)
         }

@@ -240,6 +240,14 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
 
     // MARK: Session: outbound
 
+    /// Whether a frame for the peer now would end its session (``sessionBoundReached()``): the
+    /// session is at its bound while the peer is away. Ending it may remove the record, so a
+    /// caller walking the records' indices does that after its walk.
+    var sessionEndsAtBound: Bool {
+        // Read in place (no copy of the session), the connected case first: it is the common one.
+        !link.isConnected && session?.isFull == true && session?.isEnded == false
+    }
+
     /// Numbers `frame` in the session and keeps it (charged to the budget unless `charged` is
     /// false: a broadcast's); then takes what the session has not written yet (this frame, after
     /// any before it), for the current connection. Nil without a session.

@@ -482,8 +482,10 @@ struct PeerRecordTests {
     func boundReached() throws {
         let c = Connection("c")
         var record = resumedRecord(on: c, limit: 10)
+        #expect(!record.sessionEndsAtBound)
         #expect(record.recordInSession(frame("0123456789"))?.outcome == .kept(sequence: 1))
         #expect(record.recordInSession(frame("x"))?.outcome == .full(unacknowledgedBytes: 10))
+        #expect(!record.sessionEndsAtBound, "connected: the next frame fails the connection, it does not end the session")
         guard case let .connected(current)? = record.sessionBoundReached() else {
             Issue.record("not connected")
             return
@@ -495,6 +497,7 @@ struct PeerRecordTests {
         #expect(lose(&record, c) == 1)
         let armed = record.windowTimerArmed(Timer(name: "window"), generation: 1)
         #expect(armed)
+        #expect(record.sessionEndsAtBound, "suspended at the bound: the next frame ends the session")
         guard case let .ended(ended)? = record.sessionBoundReached() else {
             Issue.record("not ended")
             return
@@ -505,6 +508,7 @@ struct PeerRecordTests {
         #expect(record.session == nil)
         #expect(!record.isConnected)
         #expect(record.sessionBoundReached() == nil)
+        #expect(!record.sessionEndsAtBound, "no session")
     }
 
     @Test("acknowledgements overdue: nothing when one came meanwhile or there is room; else what the bound decides")

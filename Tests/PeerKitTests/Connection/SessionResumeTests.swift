@@ -239,6 +239,36 @@ struct SessionResumeTests {
         await network.shutdown()
     }
 
+    @Test("broadcasts to a suspended peer beyond maximumUnacknowledgedBytes disconnect it with sessionBufferFull, while every broadcast still reaches a connected peer, in order")
+    func bufferFullByBroadcast() async throws {
+        let network = TestNetwork()
+        let small: (inout PeerConfiguration) -> Void = { $0.maximumUnacknowledgedBytes = 4096 }
+        let (alice, bob, _, _) = try await pair(network, configure: small)
+        let carol = try await network.startTransceiver(named: "carol") { configuration in
+            configuration.resumesSessions = true
+            small(&configuration)
+        }
+        let atCarol = NIOLockedValueBox<[Int]>([])
+        carol.receive(SessionNumber.self) { message in atCarol.withLockedValue { $0.append(message.n) } }
+        try await network.waitUntilConnected(alice, carol)
+        let aliceEvents = EventRecorder(alice, on: network)
+        network.partition(alice, bob)
+        await network.advance(by: .seconds(4))
+        #expect(alice.connectedPeers.map(\.name).sorted() == ["bob", "carol"], "bob suspended, carol connected")
+        // About 14 frames of about 40 bytes, each counting 256 more, fill bob's 4096 bytes; the
+        // broadcast after that ends his session, in the middle of the walk over the peers.
+        // Carol's acknowledgements (50 ms after a frame) keep her side below the same bound.
+        for n in 0..<40 {
+            alice.broadcast(SessionNumber(n: n))
+            if n % 4 == 3 { await network.advance(by: .milliseconds(60)) }
+        }
+        try await network.eventually("carol received all 40") { atCarol.withLockedValue { $0.count } == 40 }
+        #expect(atCarol.withLockedValue { $0 } == Array(0..<40))
+        #expect(alice.connectedPeers.map(\.name) == ["carol"])
+        #expect(aliceEvents.events.contains { if case let .peerDisconnected(peer, reason?) = $0 { peer.name == "bob" && reason.code == .sessionBufferFull } else { false } })
+        await network.shutdown()
+    }
+
     @Test("stopping while a peer is suspended says in the log how many messages to it were not acknowledged")
     func stopWhileSuspendedIsLogged() async throws {
         let network = TestNetwork()
