@@ -256,7 +256,8 @@ struct SessionResumeTests {
         await network.advance(by: .seconds(4))
         #expect(alice.connectedPeers.map(\.name).sorted() == ["bob", "carol"], "bob suspended, carol connected")
         // About 14 frames of about 40 bytes, each counting 256 more, fill bob's 4096 bytes; the
-        // broadcast after that ends his session, in the middle of the walk over the peers.
+        // broadcast after that ends his session during its walk over the peers (before or after
+        // carol's turn, as the dictionary orders them).
         // Carol's acknowledgements (50 ms after a frame) keep her side below the same bound.
         for n in 0..<40 {
             alice.broadcast(SessionNumber(n: n))
