@@ -7,7 +7,8 @@
 /// `--refusal-quiet-period` says otherwise): the first refusal of an episode is logged (at
 /// notice, with its reason), the others are counted, and the count is logged as one line when
 /// the episode ends, and every ``summaryInterval`` while it goes on: `refused 147075 more
-/// requests from … in the last 15 s`. So a key costs the log at most two lines per ``summaryInterval``, whatever it sends.
+/// requests from … in the last 15 s`. So a key costs the log at most two lines per
+/// ``summaryInterval``, whatever it sends.
 /// listrd keys episodes by the peer's source address (``PeerTransceiver/sourceAddress(of:)``), not
 /// its peer ID, which costs nothing to make up.
 ///
