@@ -10,7 +10,9 @@ counts the user + system CPU of both processes together (getrusage of the reaped
 by the messages or round trips: start-up included, a percent or two. Alternating the builds spreads
 the machine's moods over all of them. Prints one line per measurement and the median per build.
 Uses only options every peerkit-bench since round 1 (08d979d) has, but for `--sessions`: both
-sides of every pair then offer resumable sessions, the library's default since round 3 (a8ac075).
+sides of every pair then offer resumable sessions, the library's default since round 3 (a8ac075);
+`--security MODE` (repeatable: each build is then measured in every mode, in turn, within each
+round; a build from before round 2's option takes only `none`, its default); `--no-round-trips`.
 """
 
 import argparse
@@ -48,15 +50,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sessions", action="store_true", help="both sides offer resumable sessions (the library's default)")
+    parser.add_argument("--security", action="append", choices=["none", "psk", "cert"],
+                        help="measure in this security mode (repeat for several; default none)")
+    parser.add_argument("--no-round-trips", action="store_true", help="measure the 100 B throughput only")
     parser.add_argument("builds", nargs="+", help="LABEL=path to a release peerkit-bench")
     args = parser.parse_args()
-    builds = [build.split("=", 1) for build in args.builds]
-    extra = ["--sessions"] if args.sessions else []
-    if any(len(build) != 2 for build in builds):
+    named = [build.split("=", 1) for build in args.builds]
+    if any(len(build) != 2 for build in named):
         sys.exit("cpu-cost: name each build as LABEL=PATH, e.g. round1=/tmp/pkb-08d979d")
-    samples = {label: {"tput": [], "tputCPU": [], "rtt": [], "rttCPU": []} for label, _ in builds}
+    modes = args.security or ["none"]
+    # One measured build per build and mode: LABEL, or LABEL/MODE when several modes are measured.
+    builds = [(label if len(modes) == 1 else f"{label}/{mode}", binary,
+               (["--sessions"] if args.sessions else []) + ([] if mode == "none" else ["--security", mode]))
+              for label, binary in named for mode in modes]
+    samples = {label: {"tput": [], "tputCPU": [], "rtt": [], "rttCPU": []} for label, _, _ in builds}
     for round_number in range(args.rounds):
-        for label, binary in builds:
+        for label, binary, extra in builds:
             s = samples[label]
             try:
                 result, cpu = cpu_of(lambda: throughput(binary, extra))
@@ -66,6 +75,8 @@ def main():
                       f"{s['tputCPU'][-1]:.2f} µs CPU/msg (both sides)", flush=True)
             except FAILURES as error:
                 print(f"round {round_number + 1} {label}: 100 B failed: {error}", flush=True)
+            if args.no_round_trips:
+                continue
             try:
                 result, cpu = cpu_of(lambda: round_trips(binary, extra))
                 s["rtt"].append(result["p50us"])
@@ -77,12 +88,13 @@ def main():
     print()
     print("| build | 100 B msgs/s | CPU per message, both sides | request/reply p50, pinned | CPU per round trip, both sides |")
     print("|---|---:|---:|---:|---:|")
-    for label, _ in builds:
+    for label, _, _ in builds:
         s = samples[label]
         cell = lambda values, fmt: (f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}–"
                                     f"{fmt.format(max(values))})" if values else "failed")
-        print(f"| {label} | {cell(s['tput'], '{:,.0f}')} | {cell(s['tputCPU'], '{:.2f}')} µs | {cell(s['rtt'], '{:.1f}')} µs | "
-              f"{cell(s['rttCPU'], '{:.1f}')} µs |")
+        trips = ("– | –" if args.no_round_trips else
+                 f"{cell(s['rtt'], '{:.1f}')} µs | {cell(s['rttCPU'], '{:.1f}')} µs")
+        print(f"| {label} | {cell(s['tput'], '{:,.0f}')} | {cell(s['tputCPU'], '{:.2f}')} µs | {trips} |")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ import time
 
 from processes import BenchError
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # PeerConfiguration's default heartbeatInterval, which `peerkit node` keeps: each link makes one
 # heartbeat exchange (ping, pong and their ACKs) per interval, so the idle CPU divided by
 # links ÷ interval is the CPU of one exchange, both ends and their wake-ups included (issue 34's goal 4).
@@ -72,9 +71,10 @@ class MeshNode:
             return len(self.connected)
 
     def cpu_seconds(self):
-        with open(f"/proc/{self.popen.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+        """The CPU time of all the node's threads, to the nanosecond: its process CPU clock
+        (clock_getcpuclockid(3); Linux numbers it from the PID). /proc/PID/stat counts in clock
+        ticks (10 ms), and a window's CPU of 8 idle nodes was 1 to 3 of them."""
+        return time.clock_gettime_ns(process_cpu_clock(self.popen.pid)) / 1e9
 
     def rss_kib(self):
         with open(f"/proc/{self.popen.pid}/statm") as statm:
@@ -130,6 +130,12 @@ def mesh_segments(ports):
     return total
 
 
+def process_cpu_clock(pid):
+    """The clock ID of `pid`'s CPU time, as glibc's clock_getcpuclockid makes it (Linux's
+    MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)); Python has no call for another process's."""
+    return ((~pid) << 3) | 2
+
+
 def wait_for(condition, timeout, what):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -151,8 +157,11 @@ def lone_node_rss(binary, service_type):
         node.end()
 
 
-def measure_mesh(binary, service_type, count, idle_seconds=10, lone_rss=None):
-    """The figures for one mesh of `count` nodes (see the module's description)."""
+def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
+    """The figures for one mesh of `count` nodes (see the module's description). The idle CPU is
+    read over `windows` windows of two heartbeat intervals each (a node's idle links ping on one
+    shared beat, so every window holds the same number of beats): the CPU per exchange is one
+    sample per window, so that its spread is measured, not assumed."""
     if count > 4 and (os.sysconf("SC_OPEN_MAX") < 4 * count):
         raise BenchError(f"the descriptor limit ({os.sysconf('SC_OPEN_MAX')}) is too low for {count} nodes")
     ports = free_ports(count)
@@ -165,10 +174,17 @@ def measure_mesh(binary, service_type, count, idle_seconds=10, lone_rss=None):
         time.sleep(3)  # settle: handshakes' and first pings' traffic is not idle traffic
         if any(node.count() != count - 1 for node in nodes):
             raise BenchError(f"a link of the {count}-node mesh dropped while idle")
-        cpu_before = sum(node.cpu_seconds() for node in nodes)
+        window_seconds = 2 * HEARTBEAT_SECONDS
+        idle_seconds = windows * window_seconds
         segments_before = mesh_segments(set(ports))
-        time.sleep(idle_seconds)
-        cpu = sum(node.cpu_seconds() for node in nodes) - cpu_before
+        window_cpu = []
+        cpu_before = sum(node.cpu_seconds() for node in nodes)
+        for _ in range(windows):
+            started_window = cpu_before
+            time.sleep(window_seconds)
+            cpu_before = sum(node.cpu_seconds() for node in nodes)
+            window_cpu.append(cpu_before - started_window)
+        cpu = sum(window_cpu)
         segments = mesh_segments(set(ports)) - segments_before
         rss = sum(node.rss_kib() for node in nodes)
         if any(node.count() != count - 1 for node in nodes):
@@ -185,7 +201,8 @@ def measure_mesh(binary, service_type, count, idle_seconds=10, lone_rss=None):
             "idleCPUPercent": 100 * cpu / idle_seconds,
             "segmentsPerConnectionPerSecond": segments / links / idle_seconds,
             "lossDetectionSeconds": detection,
-            "cpuPerExchangeMicroseconds": 1e6 * cpu / idle_seconds / (links / HEARTBEAT_SECONDS),
+            "cpuPerExchangeMicroseconds": [1e6 * seconds / window_seconds / (links / HEARTBEAT_SECONDS)
+                                           for seconds in window_cpu],
         }
         if lone_rss is not None:
             figures["rssPerConnectionKiB"] = (rss - count * lone_rss) / links

@@ -84,7 +84,12 @@ class Suite:
                 figure = {"title": title, "unit": unit, "status": "ok", "lowerIsBetter": lower}
                 if group is not None:
                     figure["pairedIn"] = group
-                figure.update(summarize([result if field is None else result[field] for result in results[index]]))
+                # A field may hold several samples of one run (the mesh's idle windows).
+                samples = []
+                for result in results[index]:
+                    value = result if field is None else result[field]
+                    samples.extend(value if isinstance(value, list) else [value])
+                figure.update(summarize(samples))
                 self.figures[key] = figure
                 self.log(f"  {title}: {format_figure(figure)}")
         if group is not None and specs:
