@@ -77,6 +77,17 @@ class MeasureRoundsTests(unittest.TestCase):
         self.assertNotIn("pairedIn", bench.figures["x.p50"])
         self.assertEqual(bench.figures["x.p50"]["median"], 3.0)
 
+    def test_a_field_with_several_samples_of_one_run_gives_each_of_them(self):
+        # The idle mesh: one run, one CPU-per-exchange sample per idle window, and one CPU figure.
+        bench = suite()
+        with contextlib.redirect_stderr(io.StringIO()):
+            bench.measure_many({"m.exchange": ("M exchange", "µs", "exchange", True),
+                                "m.cpu": ("M CPU", "%", "cpu", True)},
+                               1, lambda: {"exchange": [61.0, 70.0, 64.0, 66.0], "cpu": 10.0})
+        self.assertEqual(bench.figures["m.exchange"]["samples"], [61.0, 70.0, 64.0, 66.0])
+        self.assertEqual(bench.figures["m.exchange"]["median"], 65.0)
+        self.assertEqual(bench.figures["m.cpu"]["samples"], [10.0])
+
 
 if __name__ == "__main__":
     unittest.main()
