@@ -174,18 +174,18 @@ def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
         time.sleep(3)  # settle: handshakes' and first pings' traffic is not idle traffic
         if any(node.count() != count - 1 for node in nodes):
             raise BenchError(f"a link of the {count}-node mesh dropped while idle")
-        window_seconds = 2 * HEARTBEAT_SECONDS
-        idle_seconds = windows * window_seconds
         segments_before = mesh_segments(set(ports))
+        # Each window's CPU of all nodes and its wall time, as measured (not as slept).
         window_cpu = []
-        cpu_before = sum(node.cpu_seconds() for node in nodes)
+        cpu_before, at = sum(node.cpu_seconds() for node in nodes), time.monotonic()
         for _ in range(windows):
-            started_window = cpu_before
-            time.sleep(window_seconds)
-            cpu_before = sum(node.cpu_seconds() for node in nodes)
-            window_cpu.append(cpu_before - started_window)
-        cpu = sum(window_cpu)
+            time.sleep(2 * HEARTBEAT_SECONDS)
+            cpu_now, now = sum(node.cpu_seconds() for node in nodes), time.monotonic()
+            window_cpu.append((cpu_now - cpu_before, now - at))
+            cpu_before, at = cpu_now, now
         segments = mesh_segments(set(ports)) - segments_before
+        cpu = sum(seconds for seconds, _ in window_cpu)
+        idle_seconds = sum(wall for _, wall in window_cpu)
         rss = sum(node.rss_kib() for node in nodes)
         if any(node.count() != count - 1 for node in nodes):
             raise BenchError(f"a link of the {count}-node mesh dropped while idle")
@@ -201,8 +201,8 @@ def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
             "idleCPUPercent": 100 * cpu / idle_seconds,
             "segmentsPerConnectionPerSecond": segments / links / idle_seconds,
             "lossDetectionSeconds": detection,
-            "cpuPerExchangeMicroseconds": [1e6 * seconds / window_seconds / (links / HEARTBEAT_SECONDS)
-                                           for seconds in window_cpu],
+            "cpuPerExchangeMicroseconds": [1e6 * seconds / wall / (links / HEARTBEAT_SECONDS)
+                                           for seconds, wall in window_cpu],
         }
         if lone_rss is not None:
             figures["rssPerConnectionKiB"] = (rss - count * lone_rss) / links
