@@ -393,7 +393,9 @@ public final class TestNetwork: Sendable {
     /// Kills `member` as a crash would: its connections are cut without a bye, and it can
     /// neither be reached (connections are refused) nor reach anyone any more. Its
     /// advertisement lingers, as a crashed host's DNS-SD record does until it expires: follow
-    /// with ``disappear(_:)`` for a withdrawn one.
+    /// with ``disappear(_:)`` for a withdrawn one. A member that kept a resumable session with
+    /// it suspends it, and ends it (`PeerKitError.peerExited`) at its first redial, which is
+    /// refused; for a link that goes down and keeps the session, use ``partition(_:_:)``.
     public func kill(_ member: some TestNetworkMember) {
         let id = member.testNodeID
         let links = state.withLockedValue { state -> [TestLink] in
@@ -590,7 +592,7 @@ public final class TestNetwork: Sendable {
 }
 
 /// Why the test network refused something.
-public enum TestNetworkError: Error, Sendable, CustomStringConvertible, Equatable {
+public enum TestNetworkError: Error, Sendable, CustomStringConvertible, Equatable, PeerTransportConnectError {
     /// Nothing listens at that port of the test network.
     case connectionRefused(port: Int)
     /// The member was killed.
@@ -601,6 +603,13 @@ public enum TestNetworkError: Error, Sendable, CustomStringConvertible, Equatabl
     case shutDown
     /// ``TestNetwork/eventually(_:_:)``: the network went quiet and this never became true.
     case neverHappened(String)
+
+    /// Whether nothing listens at the port dialled, as for a member that was stopped or killed:
+    /// a suspended peer refused at every address is taken to have ended, as a process that ended
+    /// on a real network is (TCP refuses its port).
+    package var isConnectionRefused: Bool {
+        if case .connectionRefused = self { true } else { false }
+    }
 
     /// A sentence: what happened, and what to do.
     public var description: String {

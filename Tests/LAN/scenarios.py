@@ -36,6 +36,9 @@ CUT_SECONDS = 5.0
 # (ConnectionManager.suspendedPeerRedialInterval), and a dial into a dead link ends within its 1 s connect timeout, so
 # the next dial after the link returns goes out within about 1.5 s.
 RESUME_BOUND = 2.0
+# A killed peer's session ends within this long: its first redial, 0.5 s after the loss (plus jitter), is refused at
+# every address (nothing listens there any more). Well under the 30 s resume window it waited out before.
+EXIT_BOUND = 3.0
 
 
 class Scenarios(IPv6Scenarios):
@@ -161,7 +164,8 @@ class Scenarios(IPv6Scenarios):
                 f"after the link returned")
 
     def scenario_3(self) -> str:
-        """Peer crash: SIGKILL A's node; B and C report it; a restarted A is reconnected."""
+        """Peer crash: SIGKILL A's node; B and C report it, and end its session at their first redial, refused; a
+        restarted A is reconnected."""
         service_type = random_service_type()
         (a, b, c), _ = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
         marks = {node: node.mark() for node in (b, c)}
@@ -170,6 +174,16 @@ class Scenarios(IPv6Scenarios):
         lost = [node.wait_lost(a.peer_id, 15, "reporting the killed A", marks[node]).at - killed_at
                 for node in (b, c)]
         within(max(lost), DETECTION_BOUND, "B and C reporting the killed A")
+        # Lost without a bye, A is suspended first; the first redial finds nothing listening at any of its addresses,
+        # so its session ends then (peerExited), not at the end of the 30 s resume window.
+        gone = [node.wait(lambda e: e.get("event") == "peerDisconnected" and (e.get("peer") or {}).get("id") == a.peer_id,
+                          15, "reporting the killed A disconnected", marks[node]) for node in (b, c)]
+        for node, event in zip((b, c), gone):
+            if "is gone: its connection closed without a goodbye" not in (event.get("reason") or ""):
+                raise ScenarioFailure(f"{node.label} reported the killed A disconnected for another reason than its "
+                                      f"refused redial: {event.get('reason')!r}.\n{node.story()}")
+        ended = max(event.at for event in gone) - killed_at
+        within(ended, EXIT_BOUND, "B and C ending the killed A's session")
         cpu = self.idle_cpu([b, c])
 
         marks = {node: node.mark() for node in (b, c)}
@@ -181,7 +195,8 @@ class Scenarios(IPv6Scenarios):
         for node in (b, c):
             a2.wait_connected(lambda p, n=node: p.get("id") == n.peer_id, EVENTUALLY, f"connecting to {node.name}")
         delivery = self.deliver(a2, [b, c], "A restarted")
-        return (f"B and C reported the killed A after {max(lost):.2f} s; CPU meanwhile: {cpu}; "
+        return (f"B and C reported the killed A after {max(lost):.2f} s and disconnected it (nothing listening at its "
+                f"addresses) after {ended:.2f} s; CPU meanwhile: {cpu}; "
                 f"the restarted A was connected to both {max(back):.2f} s after its launch; "
                 f"its broadcast reached them in {delivery * 1000:.0f} ms")
 

@@ -953,13 +953,15 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 }
                 for channel in channels { channel.close(promise: nil) }
             case let .failed(reasons):
-                withState { state in
-                    guard var record = state.services[key], record.planGeneration == generation else { return }
+                let refused = withState { state -> Bool in
+                    guard var record = state.services[key], record.planGeneration == generation else { return false }
+                    defer { state.services[key] = record }
+                    let refused = record.plan?.everyEndpointRefused ?? false
                     record.plan = nil
                     record.attempts = [:]
-                    state.services[key] = record
+                    return refused
                 }
-                dialFailed(key: key, reason: reasons.joined(separator: "; "))
+                dialFailed(key: key, reason: reasons.joined(separator: "; "), everyEndpointRefused: refused)
             }
         }
     }
@@ -1076,7 +1078,8 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 }
                 // Described before the lock: the error may come from a transport of the user's.
                 let reason = "connecting to \(endpoint) failed: \(Self.describe(error))"
-                self.updatePlan(key: key, generation: generation) { $0.attemptFailed(endpoint, reason: reason) }
+                let refused = Self.isRefusal(error)
+                self.updatePlan(key: key, generation: generation) { $0.attemptFailed(endpoint, reason: reason, refused: refused) }
             }
         }
     }
@@ -1084,9 +1087,22 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     /// Every endpoint failed, or the connection closed before its handshake completed: try again
     /// after the back-off delay while the service is still discovered. The first failure of an
     /// episode is logged (and published); the following attempts only at debug level.
-    private func dialFailed(key: String, reason: String, error: PeerKitError? = nil) {
+    ///
+    /// A suspended peer whose every endpoint refused the connection (`everyEndpointRefused`) is
+    /// gone: its connection closed without a bye and nothing listens where it did, so its
+    /// process ended and its session cannot resume. The session ends at once with
+    /// ``PeerKitError/peerExited(peer:refusals:)`` (``PeerRecord/exited(_:)``), rather than at the
+    /// end of its resume window, and the peer is redialled with the back-off of a peer that is
+    /// not suspended, in case it starts again.
+    private func dialFailed(key: String, reason: String, error: PeerKitError? = nil, everyEndpointRefused: Bool = false) {
+        var exited: PeerKitError?
         let failure = withState { state -> (name: String, attempt: Int, delay: Duration)? in
             guard state.running, var record = state.services[key] else { return nil }
+            if everyEndpointRefused, let peerID = record.peerID, var peer = state.peers[peerID],
+               let ended = peer.exited(.peerExited(peer: peer.peer.name, refusals: reason)) {
+                exited = ended.error
+                endSession(ended, of: &peer, state: &state)
+            }
             let suspended = record.peerID.map { state.peers[$0]?.session?.isSuspended == true } ?? false
             let (attempt, redial) = record.dialer.failed(policy: dialPolicy, random: Double.random(in: 0..<1), peerSuspended: suspended, arming: state.nextRetryArming())
             state.retriesToArm.append((key, redial.delay, redial.arming))
@@ -1094,6 +1110,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             if attempt == 0, let error { state.emit(.error(error)) }
             return (record.service.name, attempt, redial.delay)
         }
+        if let exited { logger.notice("\(exited)") }
         guard let failure else { return }
         let name = LogSafe.text(failure.name, maximumBytes: 80)
         // A reason may be an error's sentence; the lines below go on after it.
@@ -2112,6 +2129,24 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
     }
 
     // MARK: Events
+
+    /// Whether a connect failed because the host refused it (TCP's `ECONNREFUSED`: it answered,
+    /// and nothing listens at that port), as opposed to a timeout, an unreachable network or any
+    /// other failure: see ``DialPlan/everyEndpointRefused``.
+    static func isRefusal(_ error: any Error) -> Bool {
+        switch error {
+        case let error as IOError:
+            return error.errnoCode == ECONNREFUSED
+        case let error as NIOConnectionError:
+            // A name that resolved (no DNS error) to addresses that all refused.
+            return error.dnsAError == nil && error.dnsAAAAError == nil && !error.connectionErrors.isEmpty
+                && error.connectionErrors.allSatisfy { isRefusal($0.error) }
+        case let error as any PeerTransportConnectError:
+            return error.isConnectionRefused
+        default:
+            return false
+        }
+    }
 
     /// An error as a sentence fragment naming its cause: for a system call, the call and errno.
     static func describe(_ error: any Error) -> String {

@@ -62,6 +62,9 @@ struct DialPlan: Sendable {
     private var known: Set<PeerEndpoint> = []
     /// Why each failed endpoint failed, in order.
     private var failures: [String] = []
+    /// How many of them refused the connection (TCP's `ECONNREFUSED`): the host answered, and
+    /// nothing listens at that port.
+    private var refusals = 0
     /// Whether the attempt timer is armed (it was armed when the last attempt started).
     private var timerArmed = false
     /// The endpoint of the last attempt started: endpoints that join later alternate from its family.
@@ -81,6 +84,15 @@ struct DialPlan: Sendable {
     /// Why the endpoints that failed so far failed, in the order they failed.
     var failureReasons: [String] { failures }
 
+    /// Whether the dial failed with every endpoint refusing the connection: each host answered
+    /// that nothing listens at the peer's port. A process that ended leaves exactly that; a link
+    /// that is down, an address that moved or a peer too busy to accept never refuses (their
+    /// attempts time out, or fail as unreachable). False while the dial runs, and for a dial
+    /// that had no endpoint.
+    var everyEndpointRefused: Bool {
+        phase == .failed && !failures.isEmpty && refusals == failures.count
+    }
+
     /// Starts the first attempt. With no endpoint at all, the dial fails at once.
     mutating func start() -> [Action] {
         guard phase == .running else { return [] }
@@ -96,11 +108,13 @@ struct DialPlan: Sendable {
         return inFlight.isEmpty ? fail() : []
     }
 
-    /// The attempt to `endpoint` failed (refused, unreachable, timed out).
-    mutating func attemptFailed(_ endpoint: PeerEndpoint, reason: String) -> [Action] {
+    /// The attempt to `endpoint` failed (refused, unreachable, timed out); `refused` when the
+    /// host refused the connection (``everyEndpointRefused``).
+    mutating func attemptFailed(_ endpoint: PeerEndpoint, reason: String, refused: Bool = false) -> [Action] {
         guard phase == .running, let index = inFlight.firstIndex(of: endpoint) else { return [] }
         inFlight.remove(at: index)
         failures.append(reason)
+        if refused { refusals += 1 }
         // The next attempt starts at once rather than when the timer fires (RFC 8305 §5).
         if let started = startNext() { return started }
         // Nothing left to try: wait for the attempts under way and, while discovery is still

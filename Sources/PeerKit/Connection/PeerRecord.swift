@@ -178,6 +178,17 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         return SessionEnd(error: error, waiters: waiters, windowTimer: timer)
     }
 
+    /// The suspended peer's process ended: its every endpoint refused our redial
+    /// (``DialPlan/everyEndpointRefused``), so nothing listens where it did and its session
+    /// cannot resume. Ends the session with `error` (``PeerKitError/peerExited(peer:refusals:)``)
+    /// as ``dropSession(_:)`` does; the caller reports the peer disconnected with it. Nil, and
+    /// nothing changed, unless the session is suspended with no connection: a peer that came
+    /// back meanwhile (it dialled us) is alive, whatever its old address says.
+    mutating func exited(_ error: PeerKitError) -> SessionEnd? {
+        guard session?.isSuspended == true, link.current == nil else { return nil }
+        return dropSession(error)
+    }
+
     /// The peer has no connection left and its session (if any) is suspended for its resume
     /// window: returns the generation of the window's timer to arm, or nil when none is to be
     /// armed (a connection died before the peer resumed on it, so the window that already runs

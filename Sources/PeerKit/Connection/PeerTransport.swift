@@ -27,3 +27,12 @@ package protocol PeerTransportListener: Sendable {
     /// Stops accepting; the future completes once no connection will be accepted any more.
     func close() -> EventLoopFuture<Void>
 }
+
+/// An error a ``PeerTransport``'s connect can fail with that says whether the endpoint refused the
+/// connection as TCP's `ECONNREFUSED` does: the host is there, and nothing listens at that port.
+/// A suspended peer whose every endpoint refuses is taken to have ended (``DialPlan/everyEndpointRefused``),
+/// so a transport that models a crash says so with this.
+package protocol PeerTransportConnectError: Error {
+    /// Whether nothing listens at the endpoint.
+    var isConnectionRefused: Bool { get }
+}

@@ -16,6 +16,10 @@ extension PeerKitError.Code {
     /// first, or it reached a limit): what was written to it and not acknowledged may not have
     /// arrived, and requests waiting on it failed. It stays connected, in a new session.
     public static let peerEndedSession = Self("peerEndedSession")
+    /// A suspended peer's process ended: its connection closed without a bye, and every address
+    /// it was known at then refused a connection (nothing listens there any more), so its session
+    /// cannot resume and what was pending for it failed at once, not at the end of its resume window.
+    public static let peerExited = Self("peerExited")
 }
 
 extension PeerKitError {
@@ -50,6 +54,15 @@ extension PeerKitError {
             : "\(lostMessages) messages sent to it and not acknowledged may not have arrived, and requests waiting on it failed. It is connected again, in a new session; send again what must arrive."
         return PeerKitError(.peerEndedSession, ["peer": .text(peer), "lostMessages": .number(lostMessages)],
                             "\(peer.capitalizedFirst) ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so \(what)")
+    }
+
+    /// A suspended peer's process ended: its connection closed without a bye, and every address
+    /// it was known at then refused a connection (nothing listens there any more), so its session
+    /// cannot resume and what was pending for it failed at once, not at the end of its resume window.
+    /// `refusals` says where and how the connections were refused (a sentence fragment).
+    public static func peerExited(peer: String, refusals: String) -> PeerKitError {
+        PeerKitError(.peerExited, ["peer": .text(peer), "reason": .text(refusals)],
+                     "\(peer.capitalizedFirst) is gone: its connection closed without a goodbye, and then \(refusals), so nothing listens there any more and its session cannot resume. What was pending for it was dropped; it is connected again if it starts again.")
     }
 
     /// The `lostMessages` the sentence names, for the codes that have one (`peerEndedSession`); nil for the others.

@@ -54,6 +54,31 @@ struct ListrWatchEndToEndTests {
         #expect(result.exit == .status(0), "\(result)")
     }
 
+    @Test("watch reports listrd killed with SIGKILL within seconds (nothing listens at its port any more), not at the end of the 30 s resume window")
+    func watchReportsKilledDaemon() async throws {
+        let world = try ListrFixture()
+        let (daemon, port) = try await world.startDaemon()
+        let at = ["--connect", "127.0.0.1:\(port)"]
+        let watcher = try world.launchCtl(["watch", "--json"] + at)
+        try await watcher.waitFor("the list", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains(#""event":"list""#)
+        }
+
+        let killedAt = ContinuousClock.now
+        daemon.send(SIGKILL)
+        try await watcher.waitFor("the disconnection", timeout: ListrFixture.deadline) { stdout, _ in
+            stdout.contains(#""event":"disconnected""#)
+        }
+        let noticed = ContinuousClock.now - killedAt
+        // About 0.5 s (the first redial, refused); the bound is generous for a loaded machine and
+        // still half of the resume window that kept a crashed daemon "connected" before.
+        #expect(noticed < .seconds(15), "reported after \(noticed)")
+
+        watcher.send(SIGINT)
+        let result = try await watcher.waitForExit(timeout: ListrFixture.deadline)
+        #expect(result.exit == .status(0), "\(result)")
+    }
+
     @Test("every watcher sees a change, with the sentence naming the client that made it")
     func severalWatchers() async throws {
         let world = try ListrFixture()

@@ -57,6 +57,27 @@ struct DialPlanTests {
         #expect(plan.phase == .failed)
     }
 
+    @Test("a dial that failed with every endpoint refusing says so; one refusal beside a timeout, or no endpoint at all, does not")
+    func everyEndpointRefused() {
+        var refused = DialPlan(endpoints: [v4a, v6a])
+        _ = refused.start()
+        _ = refused.attemptFailed(v6a, reason: "v6 refused", refused: true)
+        #expect(!refused.everyEndpointRefused, "still running")
+        #expect(refused.attemptFailed(v4a, reason: "v4 refused", refused: true) == [.failed(["v6 refused", "v4 refused"])])
+        #expect(refused.everyEndpointRefused)
+
+        // A link that is down: the attempt times out (the timer fires with nothing left to try).
+        var mixed = DialPlan(endpoints: [v4a, v6a])
+        _ = mixed.start()
+        _ = mixed.attemptFailed(v6a, reason: "v6 refused", refused: true)
+        #expect(mixed.attemptFailed(v4a, reason: "v4 timed out") == [.failed(["v6 refused", "v4 timed out"])])
+        #expect(!mixed.everyEndpointRefused)
+
+        var none = DialPlan(endpoints: [])
+        #expect(none.start() == [.failed(["it advertises no address"])])
+        #expect(!none.everyEndpointRefused)
+    }
+
     @Test("while discovery is still resolving, a dial whose endpoints all failed waits for the attempt delay")
     func lingersWhileResolving() {
         var plan = DialPlan(endpoints: [v4a, v6a], lingers: true)

@@ -605,6 +605,42 @@ struct PeerRecordTests {
         #expect(record.windowExpired(generation: 1, window: .seconds(5)) == nil)
     }
 
+    @Test("a suspended peer whose process ended: its session ends with the error given, its waiters and window timer handed back")
+    func exitedWhileSuspended() throws {
+        let c = Connection("c")
+        var record = suspendedFull(on: c, resendFrom: false)
+        let error = PeerKitError.peerExited(peer: "B", refusals: "connecting to 10.0.0.2:7000 failed: refused")
+        let exited = record.exited(error)
+        let ended = try #require(exited)
+        #expect(ended.error == error)
+        #expect(ended.waiters == ["sender"])
+        #expect(ended.windowTimer == Timer(name: "window"))
+        #expect(record.session == nil)
+        #expect(record.windowTimer == nil)
+        #expect(!record.isConnected)
+        // Once ended, another refusal changes nothing.
+        #expect(record.exited(error) == nil)
+    }
+
+    @Test("a peer that is connected, or back and resuming, or without a session, is not ended by an old address's refusal")
+    func exitedIgnoredUnlessSuspended() {
+        let c1 = Connection("c1"), c2 = Connection("c2")
+        let error = PeerKitError.peerExited(peer: "B", refusals: "refused")
+        var connected = resumedRecord(on: c1)
+        #expect(connected.exited(error) == nil)
+        #expect(connected.session?.phase == .active)
+
+        // It dialled us meanwhile: the session resumes on that connection.
+        var resuming = resumedRecord(on: c1)
+        #expect(lose(&resuming, c1) == 1)
+        arrive(&resuming, c2, direction: .inbound)
+        #expect(resuming.exited(error) == nil)
+        #expect(resuming.session?.isEnded == false)
+
+        var plain = newRecord()
+        #expect(plain.exited(error) == nil)
+    }
+
     @Test("a connection that dies before the peer resumed on it keeps the window that runs; a timer for a peer no longer suspended is refused")
     func suspendAgainAndWindowTimer() {
         let c1 = Connection("c1"), c2 = Connection("c2")

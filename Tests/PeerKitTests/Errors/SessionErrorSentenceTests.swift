@@ -22,6 +22,10 @@ struct SessionErrorSentenceTests {
         #expect(ended.description == "The peer \"Kitchen\" at 127.0.0.1:5000 ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so 6 messages sent to it and not acknowledged may not have arrived, and requests waiting on it failed. It is connected again, in a new session; send again what must arrive.")
         #expect(ended.code == .peerEndedSession)
         #expect(ended.lostMessages == 6)
+        let exited = PeerKitError.peerExited(peer: Self.peer, refusals: "connecting to 127.0.0.1:5000 failed: connect(descriptor:addr:size:): Connection refused (errno: 111)")
+        #expect(exited.description == "The peer \"Kitchen\" at 127.0.0.1:5000 is gone: its connection closed without a goodbye, and then connecting to 127.0.0.1:5000 failed: connect(descriptor:addr:size:): Connection refused (errno: 111), so nothing listens there any more and its session cannot resume. What was pending for it was dropped; it is connected again if it starts again.")
+        #expect(exited.code == .peerExited)
+        #expect(exited.reason == "connecting to 127.0.0.1:5000 failed: connect(descriptor:addr:size:): Connection refused (errno: 111)")
         let nothingLost = PeerKitError.peerEndedSession(peer: Self.peer, lostMessages: 0)
         #expect(nothingLost.description == "The peer \"Kitchen\" at 127.0.0.1:5000 ended its side of the session while this side kept it (its resume window ran out first, or it reached a limit), so nothing sent to it was lost, but requests waiting on it failed (their replies went with its side). It is connected again, in a new session; send those requests again.")
     }
