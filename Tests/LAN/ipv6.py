@@ -1,7 +1,7 @@
 """The scenarios of issue 31: a LAN with IPv6 on as Debian ships it (scripts/lan up N --ipv6).
 
 Dual-stack hosts, an IPv6-only host, a second interface with the same private address on every host, an address
-that changes while connected, and an interface that goes down and up. For each: every pair is connected exactly
+that changes while connected, and an interface that goes down and up; and (scenario 14) a peer that crashes there. For each: every pair is connected exactly
 once within 5 s (after a change: within 3 s of avahi-daemon's announcement), messages flow both ways (each
 broadcast within 1 s), and no misleading notice is logged (the nodes run with --verbose so that their notices can
 be read).
@@ -24,6 +24,9 @@ ANNOUNCEMENT_BOUND = 3.0
 # message held until a connection the peer lost had closed took 5 s (the handshake timeout) in 4 of 10 runs of
 # scenario 11 before session frames stopped waiting for it.
 DELIVERY_BOUND = 1.0
+# A killed peer's session ends within this long: the first redial of its suspended session, 0.5 s after the loss (plus
+# jitter), finds every address refusing (scenario 14; scenario 3 holds the IPv4-only LAN to the same bound).
+EXIT_BOUND = 3.0
 # 172.31.0.1/24 is on every host's ext1 (scripts/lan): an address that leads each host back to itself.
 SHARED_ADDRESS = "172.31.0.1"
 # A log line of swift-log's StreamLogHandler: "2026-11-26T20:30:48+0000 notice peerkit: ..." (level second).
@@ -371,3 +374,28 @@ class IPv6Scenarios(Harness):
         return (f"A's interface came up {announced_at - up_at:.2f} s before its avahi-daemon registered its "
                 f"addresses again; every pair reconnected {reconnected:.2f} s after that, each peer still one peer; "
                 f"slowest broadcast {delivery * 1000:.0f} ms")
+
+    def scenario_14(self) -> str:
+        """Peer crash on dual-stack hosts: B and C end A's session once its IPv4 and IPv6 addresses both refuse."""
+        service_type = random_service_type()
+        nodes, _ = self.v6_mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
+        a, b, c = nodes
+        since = self.cursors([b, c])
+        marks = {node: node.mark() for node in (b, c)}
+        killed_at = time.monotonic()
+        a.kill()
+        gone = [node.wait(lambda e: e.get("event") == "peerDisconnected" and (e.get("peer") or {}).get("id") == a.peer_id,
+                          15, "reporting the killed A disconnected", marks[node]) for node in (b, c)]
+        for node, event in zip((b, c), gone):
+            reason = event.get("reason") or ""
+            # Both of A's addresses were tried and refused: the peer is gone only when every one of them says so.
+            if ("is gone: its connection closed without a goodbye" not in reason or "fe80::" not in reason
+                    or self.lan.address(self.a) not in reason or reason.count("Connection refused") < 2):
+                raise ScenarioFailure(f"{node.label} reported the killed A disconnected without both of its addresses "
+                                      f"refusing: {reason!r}.\n{node.story()}")
+        ended = max(event.at for event in gone) - killed_at
+        within(ended, EXIT_BOUND, "B and C ending the killed A's session")
+        # What the crash makes them say: the lost connection, and that A is gone.
+        self.no_notices([b, c], since, justified=("closed unexpectedly", "is gone", "Cannot reach", "reset by peer"))
+        return (f"B and C disconnected the killed A {ended:.2f} s after the SIGKILL, once its IPv4 and link-local "
+                f"IPv6 addresses both refused (peerExited)")

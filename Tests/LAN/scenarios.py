@@ -314,7 +314,7 @@ while True:
 # Scenario 13 is issue 32's: resumable sessions across a link that drops.
 SCENARIOS = ["0", "1", "2", "2b", "3", "4", "5", "6", "7", "13"]
 # Run on a LAN brought up with --ipv6 (scripts/lan-test brings one up after the IPv4-only one).
-IPV6_SCENARIOS = ["8", "9", "10", "11", "12"]
+IPV6_SCENARIOS = ["8", "9", "10", "11", "12", "14"]
 
 
 def main() -> int:
