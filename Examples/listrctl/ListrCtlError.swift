@@ -65,6 +65,10 @@ enum ListrCtlError: Error, CustomStringConvertible {
             let serviceType = error.serviceType ?? "?"
             let reason = error.reason ?? "discovery does not work"
             return "listrd (service type \"\(serviceType)\") cannot be discovered: \(reason). Start avahi-daemon (scripts/avahi-up starts one restricted to loopback), or give listrd's address with --connect HOST:PORT (its log says on which port it listens)."
+        case let .peerKit(error) where error.code == .peerExited:
+            // Its process ended while this command waited for it (a crash: no goodbye).
+            let refusal = error.reason.map { " (\($0))" } ?? ""
+            return "listrd stopped before it answered: its connection closed without a goodbye, and nothing listens at its address any more\(refusal). It may or may not have carried out the command; start it again, then check with \"listrctl item list\" (or \"listrctl store dump\")."
         case let .peerKit(error):
             return error.description
         case let .refused(reason):

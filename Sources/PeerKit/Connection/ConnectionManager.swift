@@ -1099,7 +1099,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         let failure = withState { state -> (name: String, attempt: Int, delay: Duration)? in
             guard state.running, var record = state.services[key] else { return nil }
             if everyEndpointRefused, let peerID = record.peerID, var peer = state.peers[peerID],
-               let ended = peer.exited(.peerExited(peer: peer.peer.name, refusals: reason)) {
+               let ended = peer.exited(.peerExited(peer: peer.safeName, refusals: reason)) {
                 exited = ended.error
                 endSession(ended, of: &peer, state: &state)
             }

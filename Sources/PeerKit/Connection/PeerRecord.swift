@@ -128,7 +128,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         var arrival = SessionArrival()
         if let old = session {
             // Another run of the peer (or one without the feature now): a new session.
-            let error = PeerKitError.peerRestarted(peer: peer.name)
+            let error = PeerKitError.peerRestarted(peer: safeName)
             let wasSuspended = !old.isEnded && !link.isConnected
             arrival.ended = dropSession(error)
             if wasSuspended { arrival.event = .peerDisconnected(snapshot, reason: error) }
@@ -177,6 +177,11 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         windowTimer = nil
         return SessionEnd(error: error, waiters: waiters, windowTimer: timer)
     }
+
+    /// The peer's name as the session's errors say it: the peer chose it, so its control
+    /// characters are escaped and it is cut at 80 bytes (``LogSafe``), since these sentences are
+    /// logged.
+    var safeName: String { LogSafe.text(peer.name, maximumBytes: 80) }
 
     /// The suspended peer's process ended: its every endpoint refused our redial
     /// (``DialPlan/everyEndpointRefused``), so nothing listens where it did and its session
@@ -239,7 +244,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// fired: it is forgotten, not cancelled.
     mutating func windowExpired(generation: Int, window: Duration) -> WindowExpiry? {
         guard var session = takeSession() else { return nil }
-        let error = PeerKitError.sessionExpired(peer: peer.name, window: window)
+        let error = PeerKitError.sessionExpired(peer: safeName, window: window)
         guard let waiters = session.windowExpired(generation: generation, error: error) else {
             self.session = session
             return nil
@@ -292,7 +297,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         guard let session else { return nil }
         if link.isConnected { return .connected(link.current) }
         // Suspended: the peer is disconnected, and what was pending throws why.
-        let error = PeerKitError.sessionBufferFull(peer: peer.name, unacknowledgedBytes: session.unacknowledgedBytes, limit: session.limits.maximumUnacknowledgedBytes)
+        let error = PeerKitError.sessionBufferFull(peer: safeName, unacknowledgedBytes: session.unacknowledgedBytes, limit: session.limits.maximumUnacknowledgedBytes)
         return dropSession(error).map(BoundReached.ended)
     }
 
@@ -368,7 +373,7 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
                 windowTimer = nil
                 outcome.waiters += waiters
                 outcome.restart = SessionRestart(peer: snapshot, lostFrames: frames, lostBytes: bytes,
-                                                 reason: .peerEndedSession(peer: peer.name, lostMessages: frames))
+                                                 reason: .peerEndedSession(peer: safeName, lostMessages: frames))
                 return true
             case let .invalid(reason):
                 outcome.violation = reason

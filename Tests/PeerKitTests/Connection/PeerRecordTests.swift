@@ -622,6 +622,20 @@ struct PeerRecordTests {
         #expect(record.exited(error) == nil)
     }
 
+    @Test("the session's errors name the peer with its control characters escaped: they are logged")
+    func errorsEscapeTheName() throws {
+        let c = Connection("c")
+        var record = Record(peer: Peer(id: Self.remote, name: "B\n2026-12-06 notice forged", isConnected: false))
+        arrive(&record, c)
+        _ = record.sessionControl(.resume(received: 0), on: c)
+        #expect(lose(&record, c) == 1)
+        let expired = record.windowExpired(generation: 1, window: .seconds(5))
+        let expiry = try #require(expired)
+        #expect(expiry.error.description.hasPrefix("B\\n2026-12-06 notice forged was unreachable"), "\(expiry.error)")
+        #expect(!expiry.error.description.contains("\n"))
+        #expect(record.safeName == "B\\n2026-12-06 notice forged")
+    }
+
     @Test("a peer that is connected, or back and resuming, or without a session, is not ended by an old address's refusal")
     func exitedIgnoredUnlessSuspended() {
         let c1 = Connection("c1"), c2 = Connection("c2")
