@@ -808,9 +808,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         }
         let own = ownEndpointFilter()
         var joined: (actions: [DialPlan.Action], generation: Int) = ([], 0)
+        var newEndpoints = false
         let shouldDial = withState { state -> Bool in
             guard state.running else { return false }
             var record = state.services[service.key] ?? ServiceRecord(service: service)
+            newEndpoints = state.services[service.key].map { Set($0.service.endpoints) != Set(service.endpoints) } ?? true
             record.service = service
             if var plan = record.plan {
                 // A dial is under way: the addresses resolved since join it (Happy Eyeballs).
@@ -850,6 +852,12 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 state.emit(.availablePeersChanged(Self.available(state)))
             }
             return peer.active == nil && !record.dialer.isDialling
+        }
+        if newEndpoints {
+            // Where a peer can be dialled, for `--verbose` diagnostics on a LAN: avahi resolves
+            // each address family on its own, so the addresses come one after the other.
+            let addresses = service.endpoints.isEmpty ? "no address yet" : service.endpoints.map(\.description).joined(separator: ", ")
+            logger.debug("\"\(LogSafe.text(service.name, maximumBytes: 80))\" is advertised at \(LogSafe.text(addresses, maximumBytes: 1024)).")
         }
         perform(joined.actions, key: service.key, generation: joined.generation)
         if shouldDial { dial(key: service.key) }
