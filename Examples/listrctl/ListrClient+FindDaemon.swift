@@ -76,7 +76,11 @@ extension ListrClient {
                     }
                     guard error.isSecurityRefusal else { continue }
                     refused += 1
-                    if verbose { FileHandle.standardError.write(Data("listrctl: skipped a listrd: \(TerminalSafe.text(error.description))\n".utf8)) }
+                    if verbose {
+                        // Cut off mid-handshake, a listrd is dialled again (it is busy or restarting); another is skipped.
+                        let what = ListrCtlError.isInterruptedHandshake(error) ? "a listrd closed the connection during the TLS handshake; dialling it again" : "skipped a listrd"
+                        FileHandle.standardError.write(Data("listrctl: \(what): \(TerminalSafe.text(error.description))\n".utf8))
+                    }
                     if addresses > 0 {
                         guard refused >= addresses else { continue }
                     } else {

@@ -1606,13 +1606,22 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         // A wrong key, a plaintext peer meeting a TLS one, a refusal by the admission hook: not
         // redialled until the peer is discovered again, and logged once per host, kind and episode.
         let refused = error?.isSecurityRefusal == true
+        // But a TLS handshake that the peer cut off without an alert (`securityHandshakeFailed`:
+        // it reset or closed the connection) is no verdict on our key, since a peer with another
+        // key says so with an alert. It was busy (its pending handshakes at their limit, see
+        // HandshakeSlots: ten clients dialling one daemon at once from one address) or
+        // restarting, so a dial of ours is retried with back-off, as a failed dial is. Waiting for
+        // the peer to be discovered again left it unreachable for as long as it stayed advertised.
+        let retriesDial = refused && connection.direction == .outbound && error?.code == .securityHandshakeFailed
         // A stranger's refusals are reported (logged and published) once per remote host, kind
         // (code) and episode: an attacker re-opening connections gets neither a log line nor an
         // event per connection, and a subscriber that reads slowly holds no event per connection
         // either.
         // Our own dials are refused at most once per discovery of the peer: each is reported.
+        // A dial retried after an interrupted handshake is reported once per episode, as a
+        // stranger's refusal is, not once per redial.
         let reportRefusal = refused && !evicted && error.map { error in
-            connection.direction == .outbound || configuration.security.shouldLog(error, remote: connection.remoteDescription)
+            (connection.direction == .outbound && !retriesDial) || configuration.security.shouldLog(error, remote: connection.remoteDescription)
         } == true
         var armSwitch: (peerID: String, generation: Int)?
         var armWindow: (peerID: String, generation: Int)?
@@ -1625,7 +1634,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             if reportRefusal, let error { state.emit(.error(error)) }
             guard let remote = connection.remote else {
                 // Closed before its handshake completed: a failed dial, or a stranger.
-                return refused ? nil : connection.serviceKey
+                return refused && !retriesDial ? nil : connection.serviceKey
             }
             guard var record = state.peers[remote.peerID] else { return nil }
             record.inboundNext[ObjectIdentifier(connection)] = nil
@@ -1683,8 +1692,9 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
                 : error?.description ?? "its connection closed"
             logger.notice("\(connection) is unreachable again before it resumed (\(cause)); it stays connected within its resume window while it is redialled.")
         } else if let redialKey {
-            // A dial whose handshake failed: the back-off logs the episode once.
-            dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: error)
+            // A dial whose handshake failed: the back-off logs the episode once (and publishes its
+            // error, unless it was published as a refusal above).
+            dialFailed(key: redialKey, reason: error?.description ?? "the connection closed during the handshake", error: reportRefusal ? nil : error)
         } else if let error, refused, !evicted {
             let log = connection.direction == .outbound ? configuration.security.shouldLog(error, remote: connection.remoteDescription) : reportRefusal
             if log { logger.notice("\(error)") }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import NIOSSL
 import NIOTLS
@@ -94,9 +97,19 @@ final class TLSErrorTranslator: ChannelInboundHandler, RemovableChannelHandler {
             break
         }
         if let ssl = error as? NIOSSLError, case .uncleanShutdown = ssl {
-            return .securityHandshakeFailed(peer: peer, reason: "the peer closed the connection during the TLS handshake, which is what a peer that refused us does")
+            return .securityHandshakeFailed(peer: peer, reason: cutOff("closed", inbound: inbound))
+        }
+        if let io = error as? IOError, io.errnoCode == ECONNRESET {
+            return .securityHandshakeFailed(peer: peer, reason: cutOff("reset", inbound: inbound))
         }
         return .securityHandshakeFailed(peer: peer, reason: detail(of: text))
+    }
+
+    /// Why a handshake the peer cut off (it `how` the connection) failed: without a TLS alert, no key
+    /// was compared. A dial of ours is tried again (see ConnectionManager.connectionClosed).
+    static func cutOff(_ how: String, inbound: Bool) -> String {
+        let then = inbound ? "" : ", and it is dialled again with back-off"
+        return "the peer \(how) the connection during the TLS handshake without a TLS alert, so no key was compared (a peer with another key says so with an alert); it is busy, with its pending handshakes at their limit, or going away\(then)"
     }
 
     /// The BoringSSL reason names in an error's text ("SSLV3_ALERT_BAD_RECORD_MAC"), or the text.

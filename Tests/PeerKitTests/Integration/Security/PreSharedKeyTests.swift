@@ -1,5 +1,6 @@
 import Clocks
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
@@ -60,6 +61,38 @@ struct PreSharedKeyTests {
         #expect(serverLog.errors.filter(\.isSecurityRefusal).count == 1, "\(serverLog.errors)")
         #expect(serverLog.connected.isEmpty)
         #expect(client.connectedPeers.isEmpty)
+    }
+
+    @Test("a peer that closes the connection during the TLS handshake without an alert (busy, or going away) is dialled again with back-off, and said once")
+    func handshakeCutOffIsRedialled() async throws {
+        // What a daemon does when its pending handshakes are at their limit (HandshakeSlots): it
+        // accepts, then closes at once; no key was compared.
+        let accepted = NIOLockedValueBox(0)
+        let closer = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                accepted.withLockedValue { $0 += 1 }
+                return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(CloseOnActive()) }
+            }
+            .bind(host: "127.0.0.1", port: 0)
+            .get()
+        defer { closer.close(promise: nil) }
+        let port = try #require(closer.localAddress?.port)
+        var configuration = secureConfiguration(serviceType: randomServiceType(), name: "client", security: .preSharedKey(PeerKey.random()),
+                                                peers: [PeerEndpoint(host: "127.0.0.1", port: port)])
+        configuration.reconnectBackoff = Backoff(initial: .milliseconds(100), maximum: .milliseconds(200), jitter: 0)
+        let client = PeerTransceiver(configuration: configuration)
+        let log = EventLog(client)
+        try await client.start()
+        defer { client.stop() }
+
+        // Before, the first cut-off was taken for a refusal of our key: never dialled again until
+        // the peer was discovered anew, so a busy daemon stayed unreachable while advertised.
+        try await within(20, "two redials") {
+            while accepted.withLockedValue({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        let cutOff = log.errors.filter { $0.code == .securityHandshakeFailed }
+        #expect(cutOff.count == 1, "published once for the episode, not once per redial: \(log.errors)")
+        #expect(cutOff.first?.description.contains("without a TLS alert, so no key was compared") == true, "\(cutOff)")
     }
 
     @Test("a plaintext client meeting a pre-shared-key server is refused, and both sides say one of them speaks plaintext")
@@ -172,5 +205,14 @@ final class RawBytesPeer {
     func waitUntilClosed(within seconds: Double) async throws {
         let channel = channel
         try await within(seconds, "the connection to close") { try await channel.closeFuture.get() }
+    }
+}
+
+/// Closes a connection as soon as it is active: a listener whose handshake slots are full.
+private final class CloseOnActive: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.close(promise: nil)
     }
 }
