@@ -24,7 +24,9 @@ struct ListWatchView: WatchView {
     func lost(_ daemon: String, reason: String?) {
         let line = "Lost the connection to \(TerminalSafe.quoted(daemon))\(reason.map { " (\(TerminalSafe.text($0)))" } ?? ""); reconnecting…"
         if json {
-            emit(["event": "disconnected", "daemon": daemon])
+            var event = ["event": "disconnected", "daemon": daemon]
+            if let reason { event["reason"] = reason }
+            emit(event)
         } else {
             emit(line)
         }

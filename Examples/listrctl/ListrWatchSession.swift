@@ -15,7 +15,8 @@ struct ListrWatchSession {
     private enum Input: Sendable {
         case change(ListrChange)
         case ended(WatchEndedEvent)
-        case disconnected
+        /// The daemon was disconnected, with PeerKit's reason (none for an orderly stop).
+        case disconnected(PeerKitError?)
     }
 
     let options: ClientOptions
@@ -37,9 +38,17 @@ struct ListrWatchSession {
             client.transceiver.receive(ListrChange.self) { continuation.yield(.change($0)) }
             client.transceiver.receive(WatchEndedEvent.self) { continuation.yield(.ended($0)) }
             let daemon = client.daemon
-            client.transceiver.peerDisconnected = { peer in
-                if peer == daemon { continuation.yield(.disconnected) }
+            // Subscribed before anything is sent, so that no disconnection is missed; the event
+            // carries the reason, which the view shows.
+            let events = client.transceiver.events()
+            let disconnections = Task {
+                for await event in events {
+                    if case let .peerDisconnected(peer, reason) = event, peer == daemon {
+                        continuation.yield(.disconnected(reason))
+                    }
+                }
             }
+            defer { disconnections.cancel() }
             do throws(ListrCtlError) {
                 let dump = try await client.data(for: WatchCommand())
                 var items: [ListrKit.Item]
@@ -65,8 +74,8 @@ struct ListrWatchSession {
                     case let .ended(ended):
                         view.lost(daemon.name, reason: ended.reason)
                         break loop
-                    case .disconnected:
-                        view.lost(daemon.name, reason: nil)
+                    case let .disconnected(reason):
+                        view.lost(daemon.name, reason: reason?.description)
                         break loop
                     }
                 }

@@ -54,7 +54,7 @@ struct ListrWatchEndToEndTests {
         #expect(result.exit == .status(0), "\(result)")
     }
 
-    @Test("watch reports listrd killed with SIGKILL within seconds (nothing listens at its port any more), not at the end of the 30 s resume window")
+    @Test("watch reports listrd killed with SIGKILL within seconds, and why (nothing listens at its port any more), not at the end of the 30 s resume window")
     func watchReportsKilledDaemon() async throws {
         let world = try ListrFixture()
         let (daemon, port) = try await world.startDaemon()
@@ -73,6 +73,9 @@ struct ListrWatchEndToEndTests {
         // About 0.5 s (the first redial, refused); the bound is generous for a loaded machine and
         // still half of the resume window that kept a crashed daemon "connected" before.
         #expect(noticed < .seconds(15), "reported after \(noticed)")
+        let lost = try #require(watcher.stdout.split(separator: "\n").first { $0.contains(#""event":"disconnected""#) })
+        #expect(lost.contains("is gone: its connection closed without a goodbye") && lost.contains("Connection refused"),
+                "the watch says why: \(lost)")
 
         watcher.send(SIGINT)
         let result = try await watcher.waitForExit(timeout: ListrFixture.deadline)
