@@ -1,6 +1,5 @@
 import Glibc
 import NIOCore
-import PeerKit
 import PeerKitTesting
 import Testing
 @testable import PeerKit
