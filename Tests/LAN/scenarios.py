@@ -164,8 +164,7 @@ class Scenarios(IPv6Scenarios):
                 f"after the link returned")
 
     def scenario_3(self) -> str:
-        """Peer crash: SIGKILL A's node; B and C report it, and end its session at their first redial, refused; a
-        restarted A is reconnected."""
+        """Peer crash: SIGKILL A's node; B and C report it, end its session at their refused redial; A is back after a restart."""
         service_type = random_service_type()
         (a, b, c), _ = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
         marks = {node: node.mark() for node in (b, c)}
