@@ -11,9 +11,9 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// The path of this object: the path of the decoder that opened it, ending with its key.
     var codingPath: [any CodingKey] { JSONCodingPath.keys(path, then: nil) }
 
-    /// The decoder of the member whose value starts at `offset`, at `key`.
-    private func member(at offset: Int, key: any CodingKey) -> JSONValueDecoder {
-        JSONValueDecoder(document: members.document, offset: offset, parent: path, key: key)
+    /// The member whose value starts at `offset`, at `key`.
+    private func member(at offset: Int, key: any CodingKey) -> JSONValue {
+        JSONValue(document: members.document, offset: offset, parent: path, key: key)
     }
 
     /// The keys present, each once (the first of repeated names), as in JSONDecoder.
@@ -23,7 +23,7 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func contains(_ key: Key) -> Bool { members.valueOffset(forName: key.stringValue) != nil }
 
-    private func child(_ key: Key) throws -> JSONValueDecoder {
+    private func child(_ key: Key) throws -> JSONValue {
         guard let offset = members.valueOffset(forName: key.stringValue) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "No value associated with key \(key.stringValue)."))
         }
@@ -54,49 +54,51 @@ struct JSONKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        try child(key).container(keyedBy: type)
+        let member = try child(key)
+        return try member.container(keyedBy: type, path: member.path)
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        try child(key).unkeyedContainer()
+        let member = try child(key)
+        return try member.unkeyedContainer(path: member.path)
     }
 
     func superDecoder() throws -> any Decoder {
         guard let offset = members.valueOffset(forName: "super") else {
             throw DecodingError.keyNotFound(JSONIndexKey.super, .init(codingPath: codingPath, debugDescription: "No value associated with key super."))
         }
-        return member(at: offset, key: JSONIndexKey.super)
+        return member(at: offset, key: JSONIndexKey.super).decoder
     }
 
-    func superDecoder(forKey key: Key) throws -> any Decoder { try child(key) }
+    func superDecoder(forKey key: Key) throws -> any Decoder { try child(key).decoder }
 }
 
 /// An unkeyed container over an array's element offsets.
 struct JSONUnkeyedContainer: UnkeyedDecodingContainer {
-    let decoder: JSONValueDecoder
-    /// The path of this array, shared by its elements' decoders.
+    let document: JSONDocument
+    /// The path of this array, shared by its elements.
     let path: JSONCodingPath?
     let elements: [Int]
     private(set) var currentIndex = 0
 
-    init(decoder: JSONValueDecoder, path: JSONCodingPath?, elements: [Int]) {
-        self.decoder = decoder
+    init(document: JSONDocument, path: JSONCodingPath?, elements: [Int]) {
+        self.document = document
         self.path = path
         self.elements = elements
     }
 
-    var codingPath: [any CodingKey] { decoder.codingPath }
+    var codingPath: [any CodingKey] { JSONCodingPath.keys(path, then: nil) }
     var count: Int? { elements.count }
     var isAtEnd: Bool { currentIndex >= elements.count }
 
-    private func current<T>(_ type: T.Type) throws -> JSONValueDecoder {
+    private func current<T>(_ type: T.Type) throws -> JSONValue {
         guard !isAtEnd else {
             throw DecodingError.valueNotFound(type, .init(codingPath: codingPath + [JSONIndexKey(intValue: currentIndex)], debugDescription: "Unkeyed container is at end."))
         }
-        return decoder.member(at: elements[currentIndex], path: path, key: JSONIndexKey(intValue: currentIndex))
+        return JSONValue(document: document, offset: elements[currentIndex], parent: path, key: JSONIndexKey(intValue: currentIndex))
     }
 
-    private mutating func next<T>(_ decode: (JSONValueDecoder) throws -> T) throws -> T {
+    private mutating func next<T>(_ decode: (JSONValue) throws -> T) throws -> T {
         let value = try decode(try current(T.self))
         currentIndex += 1
         return value
@@ -125,14 +127,14 @@ struct JSONUnkeyedContainer: UnkeyedDecodingContainer {
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next { try $0.decodeValue(type) } }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
-        try next { try $0.container(keyedBy: type) }
+        try next { try $0.container(keyedBy: type, path: $0.path) }
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        try next { try $0.unkeyedContainer() }
+        try next { try $0.unkeyedContainer(path: $0.path) }
     }
 
     mutating func superDecoder() throws -> any Decoder {
-        try next { $0 }
+        try next { $0.decoder }
     }
 }

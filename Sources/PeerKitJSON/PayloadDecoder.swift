@@ -40,7 +40,7 @@ package enum PayloadDecoder {
                 try checkSyntax(reader, from: start)
             }
             let document = JSONDocument(reader: reader, longStringEnds: syntaxChecked ? longStringEnds : [:])
-            let value = try JSONValueDecoder(document: document, offset: start).decodeValue(T.self)
+            let value = try JSONValue(document: document, offset: start).decodeValue(T.self)
             work = document.work
             return value
         }

@@ -370,15 +370,15 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
     func encode(_ value: String) throws { try writeScalar { JSONStringWriter.write(value, into: &$0) } }
     func encode(_ value: Double) throws { try floating(value) }
     func encode(_ value: Float) throws { try floating(value) }
-    func encode(_ value: Int) throws { try integer(value) }
-    func encode(_ value: Int8) throws { try integer(value) }
-    func encode(_ value: Int16) throws { try integer(value) }
-    func encode(_ value: Int32) throws { try integer(value) }
+    func encode(_ value: Int) throws { try integer(Int64(value)) }
+    func encode(_ value: Int8) throws { try integer(Int64(value)) }
+    func encode(_ value: Int16) throws { try integer(Int64(value)) }
+    func encode(_ value: Int32) throws { try integer(Int64(value)) }
     func encode(_ value: Int64) throws { try integer(value) }
-    func encode(_ value: UInt) throws { try integer(value) }
-    func encode(_ value: UInt8) throws { try integer(value) }
-    func encode(_ value: UInt16) throws { try integer(value) }
-    func encode(_ value: UInt32) throws { try integer(value) }
+    func encode(_ value: UInt) throws { try integer(UInt64(value)) }
+    func encode(_ value: UInt8) throws { try integer(UInt64(value)) }
+    func encode(_ value: UInt16) throws { try integer(UInt64(value)) }
+    func encode(_ value: UInt32) throws { try integer(UInt64(value)) }
     func encode(_ value: UInt64) throws { try integer(value) }
     func encode<T: Encodable>(_ value: T) throws {
         guard container == nil, !wroteValue else { throw output.giveUp() }
@@ -394,9 +394,11 @@ final class JSONSlotEncoder: Encoder, SingleValueEncodingContainer {
         wroteValue = true
     }
 
-    private func integer<T: FixedWidthInteger>(_ value: T) throws {
-        try writeScalar { JSONScalar.writeInteger(value, into: &$0) }
-    }
+    // Integers are written through two concrete functions, signed and unsigned: a generic one is
+    // not specialised in the containers' own generic code, and then pays a witness call for each
+    // arithmetic step.
+    private func integer(_ value: Int64) throws { try writeScalar { JSONScalar.writeInteger(value, into: &$0) } }
+    private func integer(_ value: UInt64) throws { try writeScalar { JSONScalar.writeInteger(value, into: &$0) } }
 
     private func floating<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T) throws {
         try writeScalar { try JSONScalar.writeFloatingPoint(value, into: &$0, codingPath: codingPath) }
@@ -409,16 +411,19 @@ enum JSONScalar {
         if value { buffer.writeStaticString("true") } else { buffer.writeStaticString("false") }
     }
 
-    /// Writes `value` in decimal, as `String(value)` spells it, in one write to the buffer: the
-    /// digits go straight into its bytes, without a `String` in between.
-    static func writeInteger<T: FixedWidthInteger>(_ value: T, into buffer: inout ByteBuffer) {
-        guard T.bitWidth <= 64 else {
-            buffer.writeString(String(value))
-            return
-        }
-        let negative = value < 0
-        // Fits: `T` has at most 64 bits, so its magnitude does too.
-        let magnitude = UInt64(value.magnitude)
+    /// Writes `value` in decimal, as `String(value)` spells it.
+    static func writeInteger(_ value: Int64, into buffer: inout ByteBuffer) {
+        writeDecimal(value.magnitude, negative: value < 0, into: &buffer)
+    }
+
+    /// Writes `value` in decimal, as `String(value)` spells it.
+    static func writeInteger(_ value: UInt64, into buffer: inout ByteBuffer) {
+        writeDecimal(value, negative: false, into: &buffer)
+    }
+
+    /// Writes `magnitude` in decimal, after a minus sign when `negative`, in one write to the
+    /// buffer: the digits go straight into its bytes, without a `String` in between.
+    private static func writeDecimal(_ magnitude: UInt64, negative: Bool, into buffer: inout ByteBuffer) {
         var digits = 1
         var rest = magnitude
         while rest >= 10 {
@@ -502,21 +507,20 @@ struct JSONKeyedEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtoco
     mutating func encode(_ value: String, forKey key: Key) throws { try encodeScalar(key) { JSONStringWriter.write(value, into: &$0) } }
     mutating func encode(_ value: Double, forKey key: Key) throws { try floatingPoint(value, forKey: key) }
     mutating func encode(_ value: Float, forKey key: Key) throws { try floatingPoint(value, forKey: key) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { try integer(Int64(value), forKey: key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { try integer(Int64(value), forKey: key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { try integer(Int64(value), forKey: key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { try integer(Int64(value), forKey: key) }
     mutating func encode(_ value: Int64, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(value, forKey: key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(value, forKey: key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { try integer(UInt64(value), forKey: key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { try integer(UInt64(value), forKey: key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { try integer(UInt64(value), forKey: key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { try integer(UInt64(value), forKey: key) }
     mutating func encode(_ value: UInt64, forKey key: Key) throws { try integer(value, forKey: key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try encodeMember(key) { try $0.encodeValue(value) } }
 
-    private func integer<T: FixedWidthInteger>(_ value: T, forKey key: Key) throws {
-        try encodeScalar(key) { JSONScalar.writeInteger(value, into: &$0) }
-    }
+    private func integer(_ value: Int64, forKey key: Key) throws { try encodeScalar(key) { JSONScalar.writeInteger(value, into: &$0) } }
+    private func integer(_ value: UInt64, forKey key: Key) throws { try encodeScalar(key) { JSONScalar.writeInteger(value, into: &$0) } }
 
     private func floatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T, forKey key: Key) throws {
         try encodeScalar(key) { try JSONScalar.writeFloatingPoint(value, into: &$0, codingPath: codingPath + [key]) }
@@ -594,15 +598,15 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
     mutating func encode(_ value: String) throws { try encodeScalar { JSONStringWriter.write(value, into: &$0) } }
     mutating func encode(_ value: Double) throws { try floatingPoint(value) }
     mutating func encode(_ value: Float) throws { try floatingPoint(value) }
-    mutating func encode(_ value: Int) throws { try integer(value) }
-    mutating func encode(_ value: Int8) throws { try integer(value) }
-    mutating func encode(_ value: Int16) throws { try integer(value) }
-    mutating func encode(_ value: Int32) throws { try integer(value) }
+    mutating func encode(_ value: Int) throws { try integer(Int64(value)) }
+    mutating func encode(_ value: Int8) throws { try integer(Int64(value)) }
+    mutating func encode(_ value: Int16) throws { try integer(Int64(value)) }
+    mutating func encode(_ value: Int32) throws { try integer(Int64(value)) }
     mutating func encode(_ value: Int64) throws { try integer(value) }
-    mutating func encode(_ value: UInt) throws { try integer(value) }
-    mutating func encode(_ value: UInt8) throws { try integer(value) }
-    mutating func encode(_ value: UInt16) throws { try integer(value) }
-    mutating func encode(_ value: UInt32) throws { try integer(value) }
+    mutating func encode(_ value: UInt) throws { try integer(UInt64(value)) }
+    mutating func encode(_ value: UInt8) throws { try integer(UInt64(value)) }
+    mutating func encode(_ value: UInt16) throws { try integer(UInt64(value)) }
+    mutating func encode(_ value: UInt32) throws { try integer(UInt64(value)) }
     mutating func encode(_ value: UInt64) throws { try integer(value) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         // An array's elements arrive here, generic: `[String]`, `[Int]`, `[Double]` and `[Bool]`
@@ -614,9 +618,8 @@ struct JSONUnkeyedEncodingContainer: UnkeyedEncodingContainer {
         try encodeElement { try $0.encodeValue(value) }
     }
 
-    private mutating func integer<T: FixedWidthInteger>(_ value: T) throws {
-        try encodeScalar { JSONScalar.writeInteger(value, into: &$0) }
-    }
+    private mutating func integer(_ value: Int64) throws { try encodeScalar { JSONScalar.writeInteger(value, into: &$0) } }
+    private mutating func integer(_ value: UInt64) throws { try encodeScalar { JSONScalar.writeInteger(value, into: &$0) } }
 
     private mutating func floatingPoint<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T) throws {
         let path = codingPath, index = count

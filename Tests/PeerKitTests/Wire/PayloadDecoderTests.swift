@@ -105,6 +105,76 @@ struct PayloadDecoderTests {
         }
     }
 
+    /// Values whose errors come from deep in a payload: through arrays, dictionaries,
+    /// single-value wrappers, `superDecoder`, and `init(from:)`s that throw with their own paths.
+    struct Deep: Decodable {
+        struct Leaf: Decodable {
+            enum CodingKeys: String, CodingKey { case n }
+            var n: Int
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                n = try container.decode(Int.self, forKey: .n)
+                guard n >= 0 else { throw DecodingError.dataCorruptedError(forKey: .n, in: container, debugDescription: "negative") }
+            }
+        }
+        struct Wrapper: Decodable {
+            var leaf: Leaf
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                leaf = try container.decode(Leaf.self)
+                guard leaf.n != 7 else { throw DecodingError.dataCorruptedError(in: container, debugDescription: "seven") }
+            }
+        }
+        enum CodingKeys: String, CodingKey { case items, nested, base }
+        var items: [Wrapper]
+        var nested: [String: [Leaf]]
+        var base: Leaf?
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            items = try container.decode([Wrapper].self, forKey: .items)
+            nested = try container.decode([String: [Leaf]].self, forKey: .nested)
+            base = container.contains(.base) ? try Leaf(from: container.superDecoder(forKey: .base)) : nil
+        }
+    }
+
+    /// The coding path of the `DecodingError` that `body` throws, keys as text and indices as
+    /// numbers; nil when it decodes.
+    func errorPath(_ body: () throws -> Deep) -> [String]? {
+        do {
+            _ = try body()
+            return nil
+        } catch let error as DecodingError {
+            let context: DecodingError.Context
+            switch error {
+            case let .typeMismatch(_, found), let .valueNotFound(_, found), let .keyNotFound(_, found): context = found
+            case let .dataCorrupted(found): context = found
+            @unknown default: return ["an unknown DecodingError"]
+            }
+            return context.codingPath.map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
+        } catch {
+            return ["not a DecodingError: \(error)"]
+        }
+    }
+
+    @Test("an error deep in a payload names the coding path JSONDecoder names", arguments: [
+        #"{"items":[{"n":1},{"n":"x"}],"nested":{}}"#,
+        #"{"items":[{"n":1},{"n":-1}],"nested":{}}"#,
+        #"{"items":[{"n":1},{"n":7}],"nested":{}}"#,
+        #"{"items":[{}],"nested":{}}"#,
+        #"{"items":[],"nested":{"a":[{"n":1},{"m":1}]}}"#,
+        #"{"items":[],"nested":{"a":[{"n":null}]}}"#,
+        #"{"items":[],"nested":{"a":[{"n":-5}]}}"#,
+        #"{"items":[],"nested":{"a":{"n":1}}}"#,
+        #"{"items":[],"nested":{},"base":{"n":-2}}"#,
+        #"{"items":[],"nested":{},"base":{"n":true}}"#,
+    ])
+    func errorPaths(json: String) {
+        let ours = errorPath { try PayloadDecoder.decode(Deep.self, from: ByteBuffer(string: json)) }
+        let foundation = errorPath { try JSONDecoder().decode(Deep.self, from: Data(json.utf8)) }
+        #expect(ours != nil)
+        #expect(ours == foundation)
+    }
+
     @Test("a string that is not valid UTF-8 is refused")
     func invalidUTF8() {
         struct S: Codable { var s: String }
