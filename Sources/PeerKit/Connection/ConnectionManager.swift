@@ -1490,7 +1490,7 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
             }
             // Only the protocol's own types (all `peerkit.…`) can be session control frames, and
             // only they are looked up in `passedUp`: an application's frame is told by one prefix.
-            let isProtocols = envelope.type.hasPrefix(EnvelopeType.reservedPrefix)
+            let isProtocols = envelope.isControl
             if numbers && isProtocols {
                 let control: SessionFrame?
                 do throws(ConnectionStateMachine.Failure) {

@@ -1,3 +1,4 @@
+import DequeModule
 import NIOCore
 
 /// One resumable session between this transceiver and a peer (feature `resume`): what lets a
@@ -118,8 +119,9 @@ struct PeerSession<Waiter> {
     /// The peer received everything through this number.
     private(set) var acknowledged: UInt64 = 0
     /// Frames `acknowledged + 1 ... sent`, oldest first, each with whether it is charged to the
-    /// budget.
-    private var tail = CircularBuffer<(frame: ByteBuffer, charged: Bool)>()
+    /// budget. A `Deque`, whose `popFirst()` moves the frame out: `CircularBuffer`'s returns a
+    /// copy and then clears the slot, a retain and a release of every frame acknowledged.
+    private var tail = Deque<(frame: ByteBuffer, charged: Bool)>()
     /// What they count against the bound: their bytes and the per-frame overhead.
     private(set) var unacknowledgedBytes = 0
     /// How many of the tail's first frames were handed to the current connection.

@@ -104,7 +104,7 @@ enum SessionFrame: Equatable, Sendable {
     /// messages included), or a `peerkit.error` that answers a request. Both sides must agree on
     /// this, frame for frame.
     static func isNumbered(_ envelope: Envelope) -> Bool {
-        guard envelope.type.hasPrefix(EnvelopeType.reservedPrefix) else { return true }
+        guard envelope.isControl else { return true }
         return envelope.type == EnvelopeType.error && envelope.replyTo != nil
     }
 }

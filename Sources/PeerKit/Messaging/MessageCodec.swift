@@ -66,7 +66,7 @@ enum MessageCodec {
     static func encode<T: Encodable>(_ value: T) throws -> EncodedMessage {
         let key = wireKey(of: T.self)
         let type = key.name
-        guard !type.hasPrefix(EnvelopeType.reservedPrefix) else {
+        guard !key.isReserved else {
             throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
         do {

@@ -27,10 +27,13 @@ final class WireKey: Sendable {
 
     /// The wire key.
     let name: String
+    /// Whether the key starts with `peerkit.`, which only the protocol's own frames may.
+    let isReserved: Bool
     private let lastFrameBytes = Atomic<Int>(0)
 
     init(name: String) {
         self.name = name
+        self.isReserved = name.hasPrefix(EnvelopeType.reservedPrefix)
     }
 
     /// The capacity to start this type's next frame with: the last one's size and an eighth

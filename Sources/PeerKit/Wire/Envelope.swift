@@ -9,7 +9,11 @@ internal import PeerKitJSON
 /// codec (``PayloadDecoder``), so there is one decoder and one place where it is called.
 struct Envelope: Sendable, Equatable {
     /// The wire key (`"type"`).
-    var type: String
+    let type: String
+    /// Whether the type is reserved for the protocol itself (`peerkit.…`). Worked out once, when
+    /// the envelope is made: every frame received is asked three or four times on its way in,
+    /// and each `hasPrefix` compares as `String`s do (canonical equivalence, not bytes).
+    let isControl: Bool
     /// Set when the sender expects a reply.
     var id: String?
     /// The `id` this message answers.
@@ -24,15 +28,13 @@ struct Envelope: Sendable, Equatable {
 
     init(type: String, id: String? = nil, replyTo: String? = nil, group: String? = nil, payload: ByteBuffer, payloadStringEnds: [Int: Int] = [:]) {
         self.type = type
+        self.isControl = type.hasPrefix(EnvelopeType.reservedPrefix)
         self.id = id
         self.replyTo = replyTo
         self.group = group
         self.payload = payload
         self.payloadStringEnds = payloadStringEnds
     }
-
-    /// Whether the type is reserved for the protocol itself.
-    var isControl: Bool { type.hasPrefix(EnvelopeType.reservedPrefix) }
 
     /// Decodes the payload as a `T` with PeerKit's JSON codec. The payload's syntax is checked
     /// again unless `syntaxChecked` (true for envelopes out of ``EnvelopeParser``, which checks
