@@ -1,7 +1,7 @@
 import Foundation
 
 /// One JSON value of a payload being decoded: where it starts, and where it sits (its container's
-/// path and its key), which only errors read.
+/// path and its key), for its errors and for the coding path of what it opens.
 ///
 /// It reads the scalars itself, and opens containers; a value of any other type is handed to the
 /// type's `init(from:)` through a ``JSONValueDecoder``. Containers make one of these for each
