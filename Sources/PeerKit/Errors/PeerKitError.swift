@@ -85,10 +85,15 @@ public struct PeerKitError: Error, Sendable, Hashable, CustomStringConvertible {
     public let isSecurityRefusal: Bool
 
     /// An error of `code` with its values and its sentence; used by the static function of each code.
+    ///
+    /// The sentence is kept on one line, whatever its values hold: control characters in it are
+    /// escaped (``LogSafe``). A peer chooses its name, and reasons and types come from the network,
+    /// so a `\n` in one would otherwise forge a line in the log of every program that logs the
+    /// error. The values keep their text as it came, for code that reads them.
     init(_ code: Code, _ values: [String: Value], _ description: String, isSecurityRefusal: Bool = false) {
         self.code = code
         self.values = values
-        self.description = description
+        self.description = LogSafe.text(description, maximumBytes: .max)
         self.isSecurityRefusal = isSecurityRefusal
     }
 

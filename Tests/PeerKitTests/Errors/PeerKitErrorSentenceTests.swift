@@ -114,6 +114,28 @@ struct PeerKitErrorSentenceTests {
         #expect(codes.count == 43, "a code was added or lost: add its sentence to this list")
     }
 
+    @Test("a sentence stays on one line whatever a peer put in its name, reason or type; the values keep their text")
+    func sentencesEscapeControlCharacters() {
+        let name = "Kitchen\n2026-12-06T10:00:00+0000 critical listrd: forged\r\u{1B}[2J\u{202E}"
+        let errors: [PeerKitError] = [
+            .peerNotConnected(peer: name),
+            .connectionClosed(peer: name),
+            .remoteError(reason: "no\nsuch item", peer: name),
+            .requestTimedOut(type: "Ask\tMe", peer: name, timeout: .seconds(1), connectionDown: false),
+            .unexpectedReply(expected: "Answer", received: "Other\n", peer: name),
+            .handshakeFailed(reason: "its hello said\nhi", peer: name),
+            .peerTooSlow(peer: name, queuedBytes: 2, limit: 1, grace: .seconds(10)),
+        ]
+        for error in errors {
+            let controls = error.description.unicodeScalars.filter {
+                [.control, .format, .lineSeparator, .paragraphSeparator].contains($0.properties.generalCategory)
+            }
+            #expect(controls.isEmpty, "\(error.code): \(error.description)")
+            #expect(error.description.contains("Kitchen\\n2026-12-06T10:00:00+0000 critical listrd: forged\\r\\u{1B}[2J\\u{202E}"), "\(error.code)")
+            #expect(error.peer == name, "\(error.code)")
+        }
+    }
+
     @Test("the values a sentence names are read back by their accessors; other accessors are nil")
     func accessors() {
         let p = Self.peer
