@@ -195,21 +195,29 @@ struct ListrStoreEndToEndTests {
         }
         first.send(SIGKILL)
         #expect(try await first.waitForExit(timeout: ListrFixture.deadline).exit == .signal(SIGKILL))
-        // listrctl's first redial finds nothing listening at listrd's port, so it does not wait for
-        // its 20 s timeout: it says at once that listrd stopped, and that it may or may not have
-        // applied the replace.
         let killedAt = ContinuousClock.now
-        let failed = try await replace.waitForExit(timeout: ListrFixture.deadline)
+        let result = try await replace.waitForExit(timeout: ListrFixture.deadline)
         let waited = ContinuousClock.now - killedAt
-        #expect(failed.exit == .status(69), "\(failed)")
-        #expect(failed.stderr.contains("listrd stopped before it answered: its connection closed without a goodbye, and nothing listens at its address any more (connecting to 127.0.0.1:\(port) failed:"), "\(failed)")
-        #expect(failed.stderr.contains("Connection refused"), "\(failed)")
-        #expect(waited < .seconds(15), "listrctl waited \(waited) after listrd was killed (its timeout is 20 s)")
 
         _ = try await world.startDaemon(extra: ["--port", "\(port)"])
         let dump = try await world.ctl(["store", "dump", "-"] + at)
         let after = try ItemPropertyList.decode(Data(dump.stdout.utf8))
-        #expect(after.map(\.title) == ["Before"] || after == items, "\(after.count) items after the restart")
+        switch result.exit {
+        case .status(0):
+            // listrd answered before the signal landed (the log line comes as it starts the
+            // replace; on a loaded machine it can finish before the test sends the kill): what it
+            // said it did, it did.
+            #expect(after == items, "listrctl said the replace was done; \(after.count) items after the restart")
+        default:
+            // listrctl's first redial finds nothing listening at listrd's port, so it does not wait
+            // for its 20 s timeout: it says at once that listrd stopped, and that it may or may not
+            // have applied the replace.
+            #expect(result.exit == .status(69), "\(result)")
+            #expect(result.stderr.contains("listrd stopped before it answered: its connection closed without a goodbye, and nothing listens at its address any more (connecting to 127.0.0.1:\(port) failed:"), "\(result)")
+            #expect(result.stderr.contains("Connection refused"), "\(result)")
+            #expect(waited < .seconds(15), "listrctl waited \(waited) after listrd was killed (its timeout is 20 s)")
+            #expect(after.map(\.title) == ["Before"] || after == items, "\(after.count) items after the restart")
+        }
         let names = try FileManager.default.contentsOfDirectory(atPath: world.folder)
         #expect(!names.contains { $0.hasPrefix(".") }, "temporary files left: \(names)")
     }
