@@ -99,15 +99,8 @@ final class TLSErrorTranslator: ChannelInboundHandler, RemovableChannelHandler {
         // A close during the handshake reaches us as an unclean shutdown, or, when NIOSSL's
         // handler sees the channel go inactive mid-handshake, as its synthetic "EOF during
         // handshake": the same cut-off, whichever of the two races ahead.
-        if let ssl = error as? NIOSSLError {
-            switch ssl {
-            case .uncleanShutdown:
-                return .securityHandshakeFailed(peer: peer, reason: cutOff("closed", inbound: inbound))
-            case let .handshakeFailed(.sslError(stack)) where stack.contains(.eofDuringHandshake):
-                return .securityHandshakeFailed(peer: peer, reason: cutOff("closed", inbound: inbound))
-            default:
-                break
-            }
+        if let ssl = error as? NIOSSLError, ssl == .uncleanShutdown || ssl == .handshakeFailed(.sslError([.eofDuringHandshake])) {
+            return .securityHandshakeFailed(peer: peer, reason: cutOff("closed", inbound: inbound))
         }
         if let io = error as? IOError, io.errnoCode == ECONNRESET {
             return .securityHandshakeFailed(peer: peer, reason: cutOff("reset", inbound: inbound))
