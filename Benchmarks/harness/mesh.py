@@ -11,6 +11,10 @@ the default) or disconnected.
 
 Node i dials nodes 0..i-1 through static peers, as `make stress` does, so every pair has one link
 and Avahi is not involved.
+
+The floor of the CPU per exchange is the same mesh of `rawbench mesh` nodes (raw C, epoll, as many
+threads per node as NIO's default event loops): the same connections, the same beats, frames of
+the same size, and nothing else (`measure_raw_mesh`).
 """
 
 import os
@@ -144,6 +148,26 @@ def wait_for(condition, timeout, what):
         time.sleep(0.05)
 
 
+def idle_windows(cpu_seconds, windows):
+    """Each of `windows` windows of two heartbeat intervals (a node's idle links ping on one shared
+    beat, so every window holds the same number of beats): (the CPU `cpu_seconds()` grew by, the
+    window's wall time), both as measured, not as slept."""
+    window_cpu = []
+    cpu_before, at = cpu_seconds(), time.monotonic()
+    for _ in range(windows):
+        time.sleep(2 * HEARTBEAT_SECONDS)
+        cpu_now, now = cpu_seconds(), time.monotonic()
+        window_cpu.append((cpu_now - cpu_before, now - at))
+        cpu_before, at = cpu_now, now
+    return window_cpu
+
+
+def per_exchange(window_cpu, links):
+    """The CPU of one heartbeat exchange in µs, one sample per window: each link makes one exchange
+    per interval."""
+    return [1e6 * seconds / wall / (links / HEARTBEAT_SECONDS) for seconds, wall in window_cpu]
+
+
 def lone_node_rss(binary, service_type):
     """RSS of one node with no peers, once it has settled."""
     port = free_ports(1)[0]
@@ -175,14 +199,7 @@ def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
         if any(node.count() != count - 1 for node in nodes):
             raise BenchError(f"a link of the {count}-node mesh dropped while idle")
         segments_before = mesh_segments(set(ports))
-        # Each window's CPU of all nodes and its wall time, as measured (not as slept).
-        window_cpu = []
-        cpu_before, at = sum(node.cpu_seconds() for node in nodes), time.monotonic()
-        for _ in range(windows):
-            time.sleep(2 * HEARTBEAT_SECONDS)
-            cpu_now, now = sum(node.cpu_seconds() for node in nodes), time.monotonic()
-            window_cpu.append((cpu_now - cpu_before, now - at))
-            cpu_before, at = cpu_now, now
+        window_cpu = idle_windows(lambda: sum(node.cpu_seconds() for node in nodes), windows)
         segments = mesh_segments(set(ports)) - segments_before
         cpu = sum(seconds for seconds, _ in window_cpu)
         idle_seconds = sum(wall for _, wall in window_cpu)
@@ -201,8 +218,7 @@ def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
             "idleCPUPercent": 100 * cpu / idle_seconds,
             "segmentsPerConnectionPerSecond": segments / links / idle_seconds,
             "lossDetectionSeconds": detection,
-            "cpuPerExchangeMicroseconds": [1e6 * seconds / wall / (links / HEARTBEAT_SECONDS)
-                                           for seconds, wall in window_cpu],
+            "cpuPerExchangeMicroseconds": per_exchange(window_cpu, links),
         }
         if lone_rss is not None:
             figures["rssPerConnectionKiB"] = (rss - count * lone_rss) / links
@@ -210,3 +226,35 @@ def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
     finally:
         for node in nodes:
             node.end()
+
+
+def measure_raw_mesh(raw, count, windows=4):
+    """The floor of the idle mesh's CPU per exchange: `count` `rawbench mesh` nodes in a full mesh
+    on 127.0.0.1, idle but for the heartbeat, their CPU read over the same windows as
+    `measure_mesh`'s. Each node exits on its own after its --timeout (alarm(2)) if this process
+    dies before ending it."""
+    ports = free_ports(count)
+    links = count * (count - 1) // 2
+    port_list = ",".join(str(port) for port in ports)
+    nodes = []
+    try:
+        for index in range(count):
+            nodes.append(subprocess.Popen([raw, "mesh", "--index", str(index), "--ports", port_list,
+                                           "--timeout", str(120 + count)],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for node in nodes:
+            # A node that cannot make its mesh exits (its timeout at the latest), ending the line.
+            line = node.stdout.readline()
+            if '"ready"' not in line:
+                raise BenchError(f"a raw mesh node did not start: {node.stderr.read().strip() or 'no output'}")
+        time.sleep(3)  # the same settling as PeerKit's mesh
+        cpu = lambda: sum(time.clock_gettime_ns(process_cpu_clock(node.pid)) for node in nodes) / 1e9
+        window_cpu = idle_windows(cpu, windows)
+        if any(node.poll() is not None for node in nodes):
+            raise BenchError("a raw mesh node exited while idle")
+        return {"cpuPerExchangeMicroseconds": per_exchange(window_cpu, links)}
+    finally:
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
+            node.wait()

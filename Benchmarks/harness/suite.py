@@ -481,8 +481,8 @@ class Suite:
     def measure_meshes(self):
         binary = str(self.tools / "peerkit")
         sizes = (8, 32, 64) if not self.args.quick else (8, 16)
-        if self.args.only and not any(f"pk.mesh.{count}.".startswith(p) or p.startswith(f"pk.mesh.{count}.")
-                                      for count in sizes for p in self.args.only):
+        if self.args.only and not any(f"{family}.{count}.".startswith(p) or p.startswith(f"{family}.{count}.")
+                                      for family in ("pk.mesh", "raw.mesh") for count in sizes for p in self.args.only):
             return
         try:
             lone = mesh.lone_node_rss(binary, self.service_type())
@@ -490,6 +490,10 @@ class Suite:
             self.log(f"  a lone node's RSS: unavailable: {error}")
             lone = None
         for count in sizes:
+            # The floor first: the same mesh in raw C (mesh.measure_raw_mesh), just before PeerKit's.
+            self.measure_many({f"raw.mesh.{count}.exchange": (f"raw C mesh, {count} nodes idle: CPU per heartbeat exchange (both ends)",
+                                                              "µs", "cpuPerExchangeMicroseconds", True)},
+                              1, lambda count=count: mesh.measure_raw_mesh(self.raw, count))
             keys = {
                 f"pk.mesh.{count}.time": (f"{count} nodes: start → full mesh", "s", "meshSeconds", True),
                 f"pk.mesh.{count}.cpu": (f"{count} nodes idle: CPU of all together", "% of a core", "idleCPUPercent", True),
