@@ -12,9 +12,10 @@ the default) or disconnected.
 Node i dials nodes 0..i-1 through static peers, as `make stress` does, so every pair has one link
 and Avahi is not involved.
 
-The floor of the CPU per exchange is the same mesh of `rawbench mesh` nodes (raw C, epoll, as many
-threads per node as NIO's default event loops): the same connections, the same beats, frames of
-the same size, and nothing else (`measure_raw_mesh`).
+The CPU per exchange has two floors, the same mesh built with less (`measure_floor_mesh`): the
+same connections, the same beats, frames of the same size, as many threads per node as NIO's default
+event loops, and nothing else. `rawbench mesh` is raw C with epoll; `peerkit-bench nio-mesh` is bare
+SwiftNIO (its event loops, a length-prefix decoder and a handler that answers pings).
 """
 
 import os
@@ -228,30 +229,31 @@ def measure_mesh(binary, service_type, count, windows=4, lone_rss=None):
             node.end()
 
 
-def measure_raw_mesh(raw, count, windows=4):
-    """The floor of the idle mesh's CPU per exchange: `count` `rawbench mesh` nodes in a full mesh
-    on 127.0.0.1, idle but for the heartbeat, their CPU read over the same windows as
-    `measure_mesh`'s. Each node exits on its own after its --timeout (alarm(2)) if this process
-    dies before ending it."""
+def measure_floor_mesh(command, count, windows=4):
+    """A floor of the idle mesh's CPU per exchange: `count` processes of `command` (a list:
+    `[rawbench, "mesh"]` or `[peerkit-bench, "nio-mesh"]`, to which `--index I --ports P0,...
+    --timeout S` are added) in a full mesh on 127.0.0.1, idle but for the heartbeat, their CPU
+    read over the same windows as `measure_mesh`'s. Each node exits on its own after its
+    --timeout if this process dies before ending it."""
     ports = free_ports(count)
     links = count * (count - 1) // 2
     port_list = ",".join(str(port) for port in ports)
     nodes = []
     try:
         for index in range(count):
-            nodes.append(subprocess.Popen([raw, "mesh", "--index", str(index), "--ports", port_list,
-                                           "--timeout", str(120 + count)],
+            nodes.append(subprocess.Popen(command + ["--index", str(index), "--ports", port_list, "--timeout", str(120 + count)],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         for node in nodes:
             # A node that cannot make its mesh exits (its timeout at the latest), ending the line.
             line = node.stdout.readline()
             if '"ready"' not in line:
-                raise BenchError(f"a raw mesh node did not start: {node.stderr.read().strip() or 'no output'}")
+                raise BenchError(f"a node of the {count}-node `{' '.join(command[-1:])}` mesh did not start: "
+                                 f"{node.stderr.read().strip() or 'no output'}")
         time.sleep(3)  # the same settling as PeerKit's mesh
         cpu = lambda: sum(time.clock_gettime_ns(process_cpu_clock(node.pid)) for node in nodes) / 1e9
         window_cpu = idle_windows(cpu, windows)
         if any(node.poll() is not None for node in nodes):
-            raise BenchError("a raw mesh node exited while idle")
+            raise BenchError(f"a node of the {count}-node `{' '.join(command[-1:])}` mesh exited while idle")
         return {"cpuPerExchangeMicroseconds": per_exchange(window_cpu, links)}
     finally:
         for node in nodes:

@@ -482,7 +482,7 @@ class Suite:
         binary = str(self.tools / "peerkit")
         sizes = (8, 32, 64) if not self.args.quick else (8, 16)
         if self.args.only and not any(f"{family}.{count}.".startswith(p) or p.startswith(f"{family}.{count}.")
-                                      for family in ("pk.mesh", "raw.mesh") for count in sizes for p in self.args.only):
+                                      for family in ("pk.mesh", "raw.mesh", "nio.mesh") for count in sizes for p in self.args.only):
             return
         try:
             lone = mesh.lone_node_rss(binary, self.service_type())
@@ -490,10 +490,6 @@ class Suite:
             self.log(f"  a lone node's RSS: unavailable: {error}")
             lone = None
         for count in sizes:
-            # The floor first: the same mesh in raw C (mesh.measure_raw_mesh), just before PeerKit's.
-            self.measure_many({f"raw.mesh.{count}.exchange": (f"raw C mesh, {count} nodes idle: CPU per heartbeat exchange (both ends)",
-                                                              "µs", "cpuPerExchangeMicroseconds", True)},
-                              1, lambda count=count: mesh.measure_raw_mesh(self.raw, count))
             keys = {
                 f"pk.mesh.{count}.time": (f"{count} nodes: start → full mesh", "s", "meshSeconds", True),
                 f"pk.mesh.{count}.cpu": (f"{count} nodes idle: CPU of all together", "% of a core", "idleCPUPercent", True),
@@ -504,6 +500,13 @@ class Suite:
             }
             if lone is not None:
                 keys[f"pk.mesh.{count}.rss"] = (f"{count} nodes: RSS per connection (both ends)", "KiB", "rssPerConnectionKiB", True)
+            # The floors first, just before PeerKit's mesh: the same mesh in raw C and in bare SwiftNIO
+            # (with --only, chosen as any figure is: `--only raw.mesh nio.mesh pk.mesh` for all three).
+            for key, what, command in ((f"raw.mesh.{count}.exchange", "raw C mesh", [self.raw, "mesh"]),
+                                       (f"nio.mesh.{count}.exchange", "bare SwiftNIO mesh", [self.pkbench, "nio-mesh"])):
+                self.measure_many({key: (f"{what}, {count} nodes idle: CPU per heartbeat exchange (both ends)",
+                                         "µs", "cpuPerExchangeMicroseconds", True)},
+                                  1, lambda count=count, command=command: mesh.measure_floor_mesh(command, count))
             self.measure_many(keys, 1, lambda count=count: mesh.measure_mesh(binary, self.service_type(), count, lone_rss=lone))
 
     def measure_samples(self, key, title, unit, samples):
