@@ -215,7 +215,7 @@ def markdown(figures, ratios, machine, runs, busy=None):
               "(each round runs both) is divided round by round: its ratio is the median of the rounds' ratios.", ""]
     lines += ["| Baseline | median |", "|---|---:|"]
     for key, figure in figures.items():
-        if key.startswith(("raw.", "zmq.", "json.")):
+        if key.startswith(("raw.", "zmq.", "json.", "nio.")):
             lines.append(f"| {figure['title']} | {format_figure(figure)} |")
     lines += ["", "| Target (issues 6, 13, 14, 15 and 34) | goal | now | met |", "|---|---|---:|:-:|"]
     for key, goal, check in TARGETS:
