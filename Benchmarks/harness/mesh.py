@@ -20,6 +20,7 @@ SwiftNIO (its event loops, a length-prefix decoder and a handler that answers pi
 
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -243,20 +244,38 @@ def measure_floor_mesh(command, count, windows=4):
         for index in range(count):
             nodes.append(subprocess.Popen(command + ["--index", str(index), "--ports", port_list, "--timeout", str(120 + count)],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for node in nodes:
-            # A node that cannot make its mesh exits (its timeout at the latest), ending the line.
-            line = node.stdout.readline()
-            if '"ready"' not in line:
-                raise BenchError(f"a node of the {count}-node `{' '.join(command[-1:])}` mesh did not start: "
-                                 f"{node.stderr.read().strip() or 'no output'}")
+        # Every node says ready once it holds its N-1 connections; one that fails exits, and the
+        # others would wait for it until their timeout: stop at the first exit.
+        waiting = set(nodes)
+        deadline = time.monotonic() + 120 + count
+        while waiting:
+            readable, _, _ = select.select([node.stdout for node in waiting], [], [], 0.2)
+            for node in [node for node in waiting if node.stdout in readable]:
+                if '"ready"' in node.stdout.readline():
+                    waiting.discard(node)
+            if any(node.poll() is not None for node in nodes) or time.monotonic() > deadline:
+                raise BenchError(f"the {count}-node `{command[-1]}` mesh did not form: {first_complaint(nodes)}")
         time.sleep(3)  # the same settling as PeerKit's mesh
         cpu = lambda: sum(time.clock_gettime_ns(process_cpu_clock(node.pid)) for node in nodes) / 1e9
         window_cpu = idle_windows(cpu, windows)
         if any(node.poll() is not None for node in nodes):
-            raise BenchError(f"a node of the {count}-node `{' '.join(command[-1:])}` mesh exited while idle")
+            raise BenchError(f"a node of the {count}-node `{command[-1]}` mesh exited while idle: {first_complaint(nodes)}")
         return {"cpuPerExchangeMicroseconds": per_exchange(window_cpu, links)}
     finally:
         for node in nodes:
             if node.poll() is None:
                 node.kill()
             node.wait()
+
+
+def first_complaint(nodes):
+    """What the first of `nodes` to say something on stderr said, once all are ended: a node that
+    fails makes the others wait for it until their timeout, so the cause is the one that spoke."""
+    for node in nodes:
+        if node.poll() is None:
+            node.kill()
+    for node in nodes:
+        _, errors = node.communicate()
+        if errors.strip():
+            return errors.strip().splitlines()[0]
+    return "no node said why (each ends itself after its --timeout)"
