@@ -104,6 +104,16 @@ class Node:
                     connected.pop(peer.get("id"), None)
         return connected
 
+    def knows_advertisement(self, peer_id: str) -> bool:
+        """Whether this node resolved the peer's advertisement: the peer's info in its events holds the
+        TXT record's `sec`, which PeerKit advertises and never sends in a hello."""
+        with self._lock:
+            for event in self.events:
+                peers = [event.get("peer") or {}] + list(event.get("peers") or [])
+                if any(peer.get("id") == peer_id and "sec" in (peer.get("info") or {}) for peer in peers):
+                    return True
+        return False
+
     def wait_connected(self, predicate_on_peer, timeout: float, what: str, since: int = 0) -> Event:
         return self.wait(lambda e: e.get("event") == "peerConnected" and predicate_on_peer(e.get("peer") or {}),
                          timeout, what, since)

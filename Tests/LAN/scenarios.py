@@ -167,6 +167,12 @@ class Scenarios(IPv6Scenarios):
         """Peer crash: SIGKILL A's node; B and C report it, end its session at their refused redial; A is back after a restart."""
         service_type = random_service_type()
         (a, b, c), _ = self.mesh(service_type, [("A", self.a), ("B", self.b), ("C", self.c)])
+        # The claim is about a peer whose address B and C know. A that dialled them is connected before
+        # their avahi-daemons resolve its advertisement (avahi probes a new service for about 0.75 s):
+        # killed then, it has no address to redial, and its session waits out its resume window.
+        for node in (b, c):
+            wait_until(lambda node=node: node.knows_advertisement(a.peer_id), EVENTUALLY,
+                       f"{node.label} resolving A's advertisement")
         marks = {node: node.mark() for node in (b, c)}
         killed_at = time.monotonic()
         a.kill()
