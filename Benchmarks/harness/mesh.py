@@ -15,7 +15,7 @@ and Avahi is not involved.
 The CPU per exchange has two floors, the same mesh built with less (`measure_floor_mesh`): the
 same connections, the same beats, frames of the same size, as many threads per node as NIO's default
 event loops, and nothing else. `rawbench mesh` is raw C with epoll; `peerkit-bench nio-mesh` is bare
-SwiftNIO (its event loops, a length-prefix decoder and a handler that answers pings).
+SwiftNIO (its event loops, NIOExtras' LengthFieldBasedFrameDecoder and a handler that answers pings).
 """
 
 import os

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NIOCore
+import NIOExtras
 import NIOPosix
 import Synchronization
 
@@ -11,7 +12,7 @@ extension PeerKitBench {
     /// It is `rawbench mesh` written with NIO: node I listens on 127.0.0.1:PI, dials P0 … P(I−1),
     /// and prints `{"event":"ready"}` once it holds a connection to each of the other nodes. Its
     /// connections are on NIO's default group (one event loop per CPU, as `peerkit node`'s), each
-    /// with a length-prefix decoder (`ByteToMessageHandler`) and a handler that answers a ping
+    /// with NIOExtras' `LengthFieldBasedFrameDecoder` and a handler that answers a ping
     /// with a pong at once; each connection the node dialled sends a ping at every beat (whole
     /// multiples of 1.25 s on NIO's uptime clock, as PeerKit's heartbeat). The frames are
     /// PeerKit's ping and pong, byte for byte; nothing parses them beyond the byte that tells
@@ -89,22 +90,6 @@ private final class ConnectionCount: Sendable {
     }
 }
 
-/// Splits the byte stream into frames: a 4-byte big-endian length, then the body.
-private struct LengthPrefixDecoder: ByteToMessageDecoder {
-    typealias InboundOut = ByteBuffer
-
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self),
-              buffer.readableBytes >= 4 + Int(length) else {
-            return .needMoreData
-        }
-        buffer.moveReaderIndex(forwardBy: 4)
-        guard let body = buffer.readSlice(length: Int(length)) else { return .needMoreData }
-        context.fireChannelRead(NIOAny(body))
-        return .continue
-    }
-}
-
 /// Answers pings with pongs; on a connection it dialled, pings at every beat.
 private final class MeshHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
@@ -120,7 +105,7 @@ private final class MeshHandler: ChannelInboundHandler {
     private let connections: ConnectionCount
 
     static func addHandlers(to channel: any Channel, dialled: Bool, connections: ConnectionCount) throws {
-        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthPrefixDecoder()))
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
         try channel.pipeline.syncOperations.addHandler(MeshHandler(dialled: dialled, connections: connections))
     }
 

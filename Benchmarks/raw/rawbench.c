@@ -309,7 +309,7 @@ static void mesh_read(struct mesh_connection *connection) {
     size_t start = 0;
     while (connection->buffered - start >= 4) {
         uint32_t length = get_u32(connection->buffer + start);
-        if (length + 4 > sizeof connection->buffer) { fprintf(stderr, "rawbench: a mesh frame of %u bytes is too long.\n", length); exit(1); }
+        if (length > sizeof connection->buffer - 4) { fprintf(stderr, "rawbench: a mesh frame of %u bytes is too long.\n", length); exit(1); }
         if (connection->buffered - start < 4 + (size_t)length) break;
         if (length > 0 && connection->buffer[start + 4] == 'p') write_all(connection->fd, node.pong, sizeof node.pong);
         start += 4 + (size_t)length;
@@ -318,7 +318,8 @@ static void mesh_read(struct mesh_connection *connection) {
     connection->buffered -= start;
 }
 
-enum { TAG_LISTENER = -1, TAG_BEAT = -2 };
+/* The beat's tag in the epoll sets; a connection's is its index. */
+enum { TAG_BEAT = -1 };
 
 static void *mesh_loop(void *argument) {
     int thread = (int)(intptr_t)argument;
