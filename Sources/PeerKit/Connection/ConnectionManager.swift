@@ -723,6 +723,11 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         state.withLockedValue { $0.peers[peerID]?.link.waiterCount ?? 0 }
     }
 
+    /// Whether `peerID` is switching to its tie-break winner (a diagnostic for tests).
+    func isSwitching(_ peerID: String) -> Bool {
+        state.withLockedValue { $0.peers[peerID]?.link.isSwitching ?? false }
+    }
+
     /// Why the last connection to `peerID` ended badly, if it did recently (the last
     /// ``State/maximumRecentFailures`` peers are remembered): what `send` to it reports.
     func recentFailure(of peerID: String) -> PeerKitError? {

@@ -164,7 +164,14 @@ struct TransceiverConnectionTests {
         // Held for the winner, which never comes: charged meanwhile, given back when dropped.
         transceiver.broadcast(Note(text: "held"))
         let budget = try #require(transceiver.session?.manager.outboundBudget)
-        #expect(budget.total > 0)
+        // On a loaded machine the switch's 3 s can run out before the broadcast, which then goes to
+        // nobody. A peer still switching after the read was switching during the broadcast (a switch
+        // does not start again), so the frame was held, and its charge is given back only when the
+        // switch ends.
+        let charged = budget.total
+        if transceiver.session?.manager.isSwitching("raw-peer") == true {
+            #expect(charged > 0, "what the switch holds is charged to the outbound budget")
+        }
         let error = try await within(20, "the send to give up") { () -> PeerKitError? in
             do {
                 try await transceiver.send(Note(text: "lost"), to: [peer])
