@@ -12,6 +12,12 @@ struct AdmissionTests {
         let key = PeerKey.random()
         var serverConfiguration = secureConfiguration(serviceType: serviceType, name: "server", security: .preSharedKey(key))
         serverConfiguration.admission = { peer in peer.name != "mallory" }
+        // Mallory dialled, so it drives the heartbeat, and its clock (below) never moves: it
+        // never pings. The server's own ping then comes as late as a tick before its timeout,
+        // and in the parallel run neither the verdict nor mallory's pong may come within that
+        // tick: the server once dropped mallory for silence (2.558 s) before it refused it, and
+        // mallory, whose back-off never ends, never came back to be refused.
+        serverConfiguration.peerTimeout = .seconds(60)
         // Both logs, for the failure message: once in 8 runs of the whole suite, the refusal had
         // not come after 20 s, and the server had reported nothing but its start.
         let serverLines = CapturedLog(), malloryLines = CapturedLog()
