@@ -1,3 +1,4 @@
+import DequeModule
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -75,8 +76,10 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     }
 
     private struct State {
-        /// The frames to write, each with whether it is charged to the ``OutboundBudget``.
-        var queued = CircularBuffer<(frame: ByteBuffer, charged: Bool)>()
+        /// The frames to write, each with whether it is charged to the ``OutboundBudget``. A
+        /// `Deque`, whose `popFirst()` moves the frame out (`CircularBuffer`'s copies it and
+        /// then clears its slot: a retain and a release of every frame written).
+        var queued = Deque<(frame: ByteBuffer, charged: Bool)>()
         /// What the queued frames cost (``PeerConnection/queuedCost(of:)``): their bytes and a
         /// per-frame overhead.
         var queuedBytes = 0
@@ -520,7 +523,9 @@ final class PeerConnection: Sendable, CustomStringConvertible {
     }
 
     /// Writes urgent frames, then data frames while the channel is writable (every one when
-    /// `everything`), and flushes once. Runs on the event loop.
+    /// `everything`), and flushes once. Runs on the event loop. Small frames of one drain go
+    /// through the pipeline as one buffer (``OutboundBatch``): the channel's writability, read
+    /// before each frame, then lags by at most one batch (``OutboundBatch/capacity``).
     func drain(everything: Bool = false) {
         let wasFull = queuedOutboundBytes >= maximumQueuedOutboundBytes
         var wrote = false
@@ -538,14 +543,17 @@ final class PeerConnection: Sendable, CustomStringConvertible {
         var released: [CheckedContinuation<Void, Never>] = []
         var frames = 0
         var more = false
+        var batch = OutboundBatch()
         while true {
             // Read before the lock, which stays a leaf; each write below may change it.
             let writable = everything || channel.isWritable
-            let next = state.withLockedValue { state -> (ByteBuffer, ByteBuffer?)? in
-                if !state.urgent.isEmpty { return (state.urgent.removeFirst(), nil) }
+            // A frame to write, the data that follows it (a resource chunk's), and the bytes of
+            // the data frames still queued (what may join the frame in its batch).
+            let next = state.withLockedValue { state -> (ByteBuffer, ByteBuffer?, Int)? in
+                if !state.urgent.isEmpty { return (state.urgent.removeFirst(), nil, 0) }
                 if writable, let pong = state.pong {
                     state.pong = nil
-                    return (pong, nil)
+                    return (pong, nil, 0)
                 }
                 if !everything, frames >= Self.framesPerDrain, !state.queued.isEmpty {
                     // Enough for one turn: the rest goes in a later task, so that a long backlog
@@ -558,7 +566,7 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     state.bulk = nil
                     released += state.bulkWaiters
                     state.bulkWaiters = []
-                    return (chunk.head, chunk.data)
+                    return (chunk.head, chunk.data, 0)
                 }
                 guard writable, let (frame, charged) = state.queued.popFirst() else {
                     state.drainScheduled = false
@@ -576,17 +584,25 @@ final class PeerConnection: Sendable, CustomStringConvertible {
                     dequeued.charged += cost
                 }
                 frames += 1
-                return (frame, nil)
+                return (frame, nil, state.queuedBytes - state.queued.count * Self.perFrameOverhead)
             }
-            guard let (frame, rest) = next else { break }
+            guard let (frame, rest, remaining) = consume next else { break }
             wroteBytes += frame.readableBytes
+            wrote = true
+            if rest == nil, OutboundBatch.gathers(frame) {
+                if let full = batch.add(frame, remainingBytes: remaining, allocator: channel.allocator) {
+                    channel.write(full, promise: nil)
+                }
+                continue
+            }
+            if let gathered = batch.take() { channel.write(gathered, promise: nil) }
             channel.write(frame, promise: nil)
             if let rest {
                 wroteBytes += rest.readableBytes
                 channel.write(rest, promise: nil)
             }
-            wrote = true
         }
+        if let gathered = batch.take() { channel.write(gathered, promise: nil) }
         if wrote { channel.flush() }
         outboundReleased(dequeued)
         if wroteBytes > 0 { metrics.wireBytesSent.increment(by: wroteBytes) }

@@ -7,6 +7,14 @@ import Testing
 /// How a connection moves its outbox to the channel: a long backlog in turns, pings first.
 @Suite("Draining the outbox")
 struct PeerConnectionDrainTests {
+    /// The lines written to `channel` so far, however the writes cut them (small frames of one
+    /// drain go out as one buffer).
+    static func lines(writtenTo channel: EmbeddedChannel) throws -> [String] {
+        var text = ""
+        while let buffer = try channel.readOutbound(as: ByteBuffer.self) { text += String(buffer: buffer) }
+        return text.split(separator: "\n").map(String.init)
+    }
+
     /// A connection on an embedded channel, with the channel's loop; its outbox charged to `budget`.
     func embeddedConnection(budget: OutboundBudget, roomAvailable: (@Sendable () -> Void)? = nil) throws -> (EmbeddedChannel, EmbeddedEventLoop, PeerConnection) {
         let channel = EmbeddedChannel()
@@ -21,24 +29,57 @@ struct PeerConnectionDrainTests {
         let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
         let backlog = PeerConnection.framesPerDrain * 2 + 10
         for index in 0..<backlog {
-            connection.send(ByteBuffer(string: "data \(index)"))
+            connection.send(ByteBuffer(string: "data \(index)\n"))
         }
         var written: [String] = []
-        func collect() throws {
-            while let frame = try channel.readOutbound(as: ByteBuffer.self) { written.append(String(buffer: frame)) }
-        }
+        func collect() throws { written += try Self.lines(writtenTo: channel) }
 
         connection.drain()  // one turn, as the event loop would run it
         try collect()
         #expect(written.count == PeerConnection.framesPerDrain, "one turn writes a bounded number of frames")
 
-        connection.send(ByteBuffer(string: "ping"), urgent: true)
+        connection.send(ByteBuffer(string: "ping\n"), urgent: true)
         loop.run()  // the later turns
         try collect()
         #expect(written.count == backlog + 1)
         let ping = try #require(written.firstIndex(of: "ping"))
         #expect(ping == PeerConnection.framesPerDrain, "the ping goes first in the next turn, not behind the backlog")
         #expect(written.filter { $0 != "ping" } == (0..<backlog).map { "data \($0)" }, "data frames keep their order")
+    }
+
+    @Test("the small frames of one drain go out as one buffer, in order; a frame alone, and a large one, go out as they are")
+    func smallFramesGoOutTogether() throws {
+        let channel = EmbeddedChannel()
+        let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
+        let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
+        func writes() throws -> [ByteBuffer] {
+            var buffers: [ByteBuffer] = []
+            while let buffer = try channel.readOutbound(as: ByteBuffer.self) { buffers.append(buffer) }
+            return buffers
+        }
+
+        let alone = ByteBuffer(string: "alone")
+        connection.send(alone)
+        loop.run()
+        let first = try writes()
+        #expect(first == [alone])
+        #expect(first.first?.storageCapacity == alone.storageCapacity, "a frame alone is the caller's buffer, not a copy")
+
+        let large = ByteBuffer(repeating: 0x6C, count: OutboundBatch.maximumFrameBytes + 1)
+        for text in ["a", "b", "c"] { connection.send(ByteBuffer(string: text)) }
+        connection.send(large)
+        for text in ["d", "e"] { connection.send(ByteBuffer(string: text)) }
+        connection.send(ByteBuffer(string: "p"), urgent: true)
+        loop.run()
+        #expect(try writes() == [ByteBuffer(string: "pabc"), large, ByteBuffer(string: "de")], "the urgent frame first, then the data in order")
+
+        // A batch holds at most its capacity: a long run of small frames is cut into full ones.
+        let frame = ByteBuffer(repeating: 0x61, count: OutboundBatch.maximumFrameBytes)
+        let count = OutboundBatch.capacity / frame.readableBytes + 3
+        for _ in 0..<count { connection.send(frame) }
+        loop.run()
+        let batches = try writes()
+        #expect(batches.map(\.readableBytes) == [OutboundBatch.capacity, 3 * frame.readableBytes])
     }
 
     @Test("a resource chunk goes out as its head and then its data, untouched, and only once no other frame waits")
@@ -66,13 +107,11 @@ struct PeerConnectionDrainTests {
         let loop = try #require(channel.eventLoop as? EmbeddedEventLoop)
         let connection = PeerConnection(channel: channel, direction: .inbound, serviceKey: nil)
         var written: [String] = []
-        func collect() throws {
-            while let frame = try channel.readOutbound(as: ByteBuffer.self) { written.append(String(buffer: frame)) }
-        }
+        func collect() throws { written += try Self.lines(writtenTo: channel) }
 
         // Writable: a pong goes out at once, before queued data.
-        connection.send(ByteBuffer(string: "data"))
-        connection.sendPong(ByteBuffer(string: "pong 0"))
+        connection.send(ByteBuffer(string: "data\n"))
+        connection.sendPong(ByteBuffer(string: "pong 0\n"))
         loop.run()
         try collect()
         #expect(written == ["pong 0", "data"])
@@ -81,8 +120,8 @@ struct PeerConnectionDrainTests {
         // latest; our own ping still goes out.
         written = []
         channel.isWritable = false
-        for index in 1...1000 { connection.sendPong(ByteBuffer(string: "pong \(index)")) }
-        connection.send(ByteBuffer(string: "ping"), urgent: true)
+        for index in 1...1000 { connection.sendPong(ByteBuffer(string: "pong \(index)\n")) }
+        connection.send(ByteBuffer(string: "ping\n"), urgent: true)
         loop.run()
         try collect()
         #expect(written == ["ping"])
@@ -96,7 +135,7 @@ struct PeerConnectionDrainTests {
 
         // A closed connection holds none.
         channel.isWritable = false
-        connection.sendPong(ByteBuffer(string: "pong 1001"))
+        connection.sendPong(ByteBuffer(string: "pong 1001\n"))
         connection.ended(error: nil)
         channel.isWritable = true
         connection.writabilityChanged(isWritable: true)
