@@ -134,18 +134,32 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             metrics.wireBytesReceived.increment(by: chunk.data.readableBytes + framingBytes)
             action = stateMachine.chunkReceived(chunk, now: burstNow(context))
         case let .frame(frame):
-            // The frame decoder strips the 4-byte length prefix.
-            metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
-            do {
-                // The decoder passes a chunk frame up whole only when it is too short for its header.
-                if ResourceChunkFrame.isChunk(frame) { _ = try ResourceChunkFrame.decode(frame) }
-                let envelope = try EnvelopeParser.parse(frame)
-                action = stateMachine.frameReceived(envelope, now: burstNow(context))
-            } catch {
-                action = stateMachine.frameRejected(error)
+            action = received(frame, context: context)
+        case let .frames(frames):
+            var bytes = 0
+            for frame in frames {
+                bytes += frame.readableBytes + 4
+                perform(received(frame, counted: false, context: context), context: context)
             }
+            metrics.wireBytesReceived.increment(by: bytes)
+            return
         }
         perform(action, context: context)
+    }
+
+    /// What the state machine makes of one whole frame body; `counted`: whether its bytes still
+    /// go to the metrics (a batch's are counted together).
+    private func received(_ frame: ByteBuffer, counted: Bool = true, context: ChannelHandlerContext) -> ConnectionStateMachine.Action {
+        // The frame decoder strips the 4-byte length prefix.
+        if counted { metrics.wireBytesReceived.increment(by: frame.readableBytes + 4) }
+        do {
+            // The decoder passes a chunk frame up whole only when it is too short for its header.
+            if ResourceChunkFrame.isChunk(frame) { _ = try ResourceChunkFrame.decode(frame) }
+            let envelope = try EnvelopeParser.parse(frame)
+            return stateMachine.frameReceived(envelope, now: burstNow(context))
+        } catch {
+            return stateMachine.frameRejected(error)
+        }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -258,7 +272,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
                 connection.send(encoded, urgent: frame.isHeartbeat)
             }
         case let .established(hello):
-            frameLimit.current = stateMachine.configuration.maximumFrameLength
+            frameLimit.raise(to: stateMachine.configuration.maximumFrameLength)
             count(as: .open)
             connection.setRemote(hello, fingerprint: stateMachine.authenticatedFingerprint)
             // The ticker was told the handshake's deadline; an open connection is due sooner.

@@ -12,7 +12,8 @@ import NIOCore
 /// starts at the small pre-handshake limit and the connection handler raises it once the
 /// handshake completed (``FrameLengthLimit``).
 ///
-/// **Envelopes** are gathered whole and passed on as ``InboundFrame/frame(_:)``.
+/// **Envelopes** are gathered whole and passed on as ``InboundFrame/frame(_:)``; once the limit
+/// is final, the whole envelopes one read completed go up together as ``InboundFrame/frames(_:)``.
 ///
 /// **Binary chunk frames** (``ResourceChunkFrame``) are not gathered (which is why this decoder
 /// splits frames itself: NIOExtras' `LengthFieldBasedFrameDecoder` hands on whole frames only).
@@ -32,6 +33,9 @@ struct FrameDecoder: ByteToMessageDecoder {
 
     private let limit: FrameLengthLimit
     private var expecting = Expecting.lengthField
+    /// The bodies of the frames gathered by the current ``decode(context:buffer:)``; empty
+    /// between calls, its storage kept for the next one.
+    private var gathered: [ByteBuffer] = []
 
     private enum Expecting: Equatable {
         /// The next four bytes are a length field.
@@ -54,13 +58,41 @@ struct FrameDecoder: ByteToMessageDecoder {
     }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        switch try next(from: &buffer) {
-        case let .some(frame):
+        guard let frame = try next(from: &buffer) else { return .needMoreData }
+        guard limit.isFinal, case let .frame(body) = frame else {
             context.fireChannelRead(wrapInboundOut(frame))
             return .continue
-        case .none:
-            return .needMoreData
         }
+        // The whole frames behind it in this read go up with it. A chunk's piece, or an error,
+        // goes up after them.
+        var after: InboundFrame?
+        do {
+            while let next = try next(from: &buffer) {
+                guard case let .frame(another) = next else {
+                    after = next
+                    break
+                }
+                if gathered.isEmpty { gathered.append(body) }
+                gathered.append(another)
+            }
+        } catch {
+            fireGathered(first: body, context: context)
+            throw error
+        }
+        fireGathered(first: body, context: context)
+        if let after { context.fireChannelRead(wrapInboundOut(after)) }
+        return .continue
+    }
+
+    /// Passes up `first` alone, or with the frames gathered behind it, and empties the gathering.
+    private mutating func fireGathered(first: ByteBuffer, context: ChannelHandlerContext) {
+        guard !gathered.isEmpty else {
+            context.fireChannelRead(wrapInboundOut(.frame(first)))
+            return
+        }
+        context.fireChannelRead(wrapInboundOut(.frames(gathered)))
+        // The handler is done with the array: its storage is ours alone again, and is kept.
+        gathered.removeAll(keepingCapacity: true)
     }
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
@@ -130,9 +162,20 @@ struct FrameDecoder: ByteToMessageDecoder {
 /// needs no lock and is deliberately not `Sendable`.
 final class FrameLengthLimit {
     /// The longest frame body accepted now, in bytes.
-    var current: Int
+    private(set) var current: Int
+    /// Whether ``current`` will not change any more: the decoder may then check the frames of a
+    /// read against it together, and pass them up together (``InboundFrame/frames(_:)``).
+    private(set) var isFinal: Bool
 
-    init(_ current: Int) {
+    /// A limit of `current` bytes; `isFinal`: it never changes (else ``raise(to:)`` makes it final).
+    init(_ current: Int, isFinal: Bool = false) {
         self.current = current
+        self.isFinal = isFinal
+    }
+
+    /// Sets the limit for the rest of the connection (the handshake completed).
+    func raise(to limit: Int) {
+        current = limit
+        isFinal = true
     }
 }

@@ -186,6 +186,17 @@ struct PeerConnectionHandlerTests {
         try peer.writeInbound(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"\#(text)"}}"#))
         #expect(peerDelegate.recorded == [.established(remote), .received("Note")])
         _ = try? peer.finish()
+
+        // The hello and a large frame in one read: the hello raises the limit before the large
+        // frame is checked (the decoder gathers the frames of a read only once the limit is final).
+        let quickDelegate = RecordingDelegate()
+        let quick = try makeChannel(delegate: quickDelegate, limit: 1 << 20, handshakeLimit: 512)
+        var read = ConnectionStateMachine.ControlFrame.hello(remote).encode()
+        read.writeImmutableBuffer(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"\#(text)"}}"#))
+        read.writeImmutableBuffer(ByteBuffer.frame(#"{"type":"Note","payload":{"text":"\#(text)"}}"#))
+        try quick.writeInbound(read)
+        #expect(quickDelegate.recorded == [.established(remote), .received("Note"), .received("Note")])
+        _ = try? quick.finish()
     }
 
     @Test("reading pauses while a peer's messages wait for their handlers, and resumes once they are handled")

@@ -40,6 +40,46 @@ struct FrameDecoderTests {
         _ = try? channel.finish()
     }
 
+    @Test("once the limit is final, the whole frames of one read go up together, and a chunk's piece after them keeps its place; before, each goes up alone")
+    func wholeFramesOfAReadGoUpTogether() throws {
+        var read = ByteBuffer()
+        for body in ["a", "b", "c"] { read.writeImmutableBuffer(.frame(body)) }
+        read.writeImmutableBuffer(ResourceChunkFrame.encode(transfer: 4, data: ByteBuffer(bytes: [1, 2])))
+        for body in ["d", "e"] { read.writeImmutableBuffer(.frame(body)) }
+        read.writeImmutableBuffer(.frame("f"))
+
+        let final = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(1024, isFinal: true))))
+        try final.writeInbound(read)
+        var outputs: [InboundFrame] = []
+        while let output = try final.readInbound(as: InboundFrame.self) { outputs.append(output) }
+        let chunk = InboundFrame.chunk(ResourceChunk(transfer: 4, data: ByteBuffer(bytes: [1, 2])), framingBytes: 4 + ResourceChunkFrame.headerLength)
+        #expect(outputs == [.frames(["a", "b", "c"].map { ByteBuffer(string: $0) }), chunk, .frames(["d", "e", "f"].map { ByteBuffer(string: $0) })])
+        // A frame alone in its read goes up alone.
+        try final.writeInbound(ByteBuffer.frame("g"))
+        #expect(try final.readInbound(as: InboundFrame.self) == .frame(ByteBuffer(string: "g")))
+        #expect(try final.finish().isClean)
+
+        let handshaking = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1024)))
+        try handshaking.writeInbound(read)
+        outputs = []
+        while let output = try handshaking.readInbound(as: InboundFrame.self) { outputs.append(output) }
+        #expect(outputs == ["a", "b", "c"].map { .frame(ByteBuffer(string: $0)) } + [chunk] + ["d", "e", "f"].map { .frame(ByteBuffer(string: $0)) })
+        #expect(try handshaking.finish().isClean)
+    }
+
+    @Test("an oversized frame behind whole ones in a read: the whole ones go up, then the error")
+    func wholeFramesBeforeAnOversizedOne() throws {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
+        var read = ByteBuffer()
+        for body in ["a", "b"] { read.writeImmutableBuffer(.frame(body)) }
+        read.writeInteger(UInt32(1000))
+        #expect(throws: WireError.frameTooLarge(length: 1000, limit: 64)) {
+            try channel.writeInbound(read)
+        }
+        #expect(try channel.readInbound(as: InboundFrame.self) == .frames([ByteBuffer(string: "a"), ByteBuffer(string: "b")]))
+        _ = try? channel.finish()
+    }
+
     @Test("a stream that ends inside a frame reports a truncated frame")
     func truncated() throws {
         let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1024)))
@@ -62,9 +102,10 @@ struct FrameDecoderTests {
     }
 
     /// Feeds `stream` to a decoder in reads of the given lengths and joins the pieces of each
-    /// chunk frame back together; also returns the framing bytes counted.
-    func decode(_ stream: ByteBuffer, readLengths: [Int]) throws -> (frames: [Expected], framingBytes: Int, pieces: Int) {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1 << 20)))
+    /// chunk frame back together; also returns the framing bytes counted. `limitIsFinal`: the
+    /// decoder's limit is final (as after the handshake), so whole frames of a read go up together.
+    func decode(_ stream: ByteBuffer, readLengths: [Int], limitIsFinal: Bool = false) throws -> (frames: [Expected], framingBytes: Int, pieces: Int) {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(1 << 20, isFinal: limitIsFinal))))
         var rest = stream
         var lengths = readLengths.makeIterator()
         while rest.readableBytes > 0 {
@@ -85,6 +126,12 @@ struct FrameDecoderTests {
                 if let done = open { frames.append(.chunk(transfer: done.transfer, data: done.data)) }
                 open = nil
                 frames.append(.frame(String(buffer: body)))
+            case let .frames(bodies):
+                #expect(limitIsFinal, "frames go up together only once the limit is final")
+                #expect(bodies.count >= 2)
+                if let done = open { frames.append(.chunk(transfer: done.transfer, data: done.data)) }
+                open = nil
+                frames += bodies.map { .frame(String(buffer: $0)) }
             case let .chunk(chunk, framingBytes):
                 pieces += 1
                 framing += framingBytes
@@ -102,15 +149,15 @@ struct FrameDecoderTests {
         return (frames, framing, pieces)
     }
 
-    @Test("a chunk frame's data comes out in pieces that add up to it, however the reads split it", arguments: [1, 2, 5, 9, 10, 333, 4096, 1 << 20])
-    func chunkPieces(readLength: Int) throws {
+    @Test("a chunk frame's data comes out in pieces that add up to it, however the reads split it", arguments: [1, 2, 5, 9, 10, 333, 4096, 1 << 20], [false, true])
+    func chunkPieces(readLength: Int, limitIsFinal: Bool) throws {
         let data = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         var stream = ByteBuffer.frame(#"{"type":"before","payload":{}}"#)
         stream.writeImmutableBuffer(ResourceChunkFrame.encode(transfer: 9, data: ByteBuffer(bytes: data)))
         stream.writeImmutableBuffer(ResourceChunkFrame.encode(transfer: 10, data: ByteBuffer()))
         stream.writeImmutableBuffer(.frame(#"{"type":"after","payload":{}}"#))
         stream.writeImmutableBuffer(ResourceChunkFrame.encode(transfer: 9, data: ByteBuffer(bytes: [1, 2, 3])))
-        let (frames, framing, pieces) = try decode(stream, readLengths: Array(repeating: readLength, count: 20_000))
+        let (frames, framing, pieces) = try decode(stream, readLengths: Array(repeating: readLength, count: 20_000), limitIsFinal: limitIsFinal)
         #expect(frames == [
             .frame(#"{"type":"before","payload":{}}"#), .chunk(transfer: 9, data: data), .chunk(transfer: 10, data: []),
             .frame(#"{"type":"after","payload":{}}"#), .chunk(transfer: 9, data: [1, 2, 3]),
@@ -119,8 +166,8 @@ struct FrameDecoderTests {
         #expect(pieces >= 3)
     }
 
-    @Test("random streams of envelopes and chunk frames cut at random places decode the same")
-    func randomSplits() throws {
+    @Test("random streams of envelopes and chunk frames cut at random places decode the same, whole frames gathered or not", arguments: [false, true])
+    func randomSplits(limitIsFinal: Bool) throws {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<50 {
             var stream = ByteBuffer()
@@ -138,7 +185,7 @@ struct FrameDecoderTests {
                 }
             }
             let reads = (0..<2000).map { _ in Int.random(in: 1...700, using: &generator) }
-            #expect(try decode(stream, readLengths: reads).frames == expected)
+            #expect(try decode(stream, readLengths: reads, limitIsFinal: limitIsFinal).frames == expected)
         }
     }
 
