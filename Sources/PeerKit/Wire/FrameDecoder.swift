@@ -13,7 +13,8 @@ import NIOCore
 /// handshake completed (``FrameLengthLimit``).
 ///
 /// **Envelopes** are gathered whole and passed on as ``InboundFrame/frame(_:)``; once the limit
-/// is final, the whole envelopes one read completed go up together as ``InboundFrame/frames(_:)``.
+/// is final, the whole envelopes one read completed go up together as ``InboundFrame/frames(_:)``,
+/// up to ``maximumFramesTogether`` at a time.
 ///
 /// **Binary chunk frames** (``ResourceChunkFrame``) are not gathered (which is why this decoder
 /// splits frames itself: NIOExtras' `LengthFieldBasedFrameDecoder` hands on whole frames only).
@@ -36,6 +37,11 @@ struct FrameDecoder: ByteToMessageDecoder {
     /// The bodies of the frames gathered by the current ``decode(context:buffer:)``; empty
     /// between calls, its storage kept for the next one.
     private var gathered: [ByteBuffer] = []
+
+    /// The most frames passed up together. A read of tiny frames (a peer can send 16,384 empty
+    /// ones in 64 KiB) then costs an array of at most this many, kept for the next read, and the
+    /// rest of the read goes up in further batches.
+    static let maximumFramesTogether = 256
 
     private enum Expecting: Equatable {
         /// The next four bytes are a length field.
@@ -67,7 +73,7 @@ struct FrameDecoder: ByteToMessageDecoder {
         // goes up after them.
         var after: InboundFrame?
         do {
-            while let next = try next(from: &buffer) {
+            while gathered.count < Self.maximumFramesTogether, let next = try next(from: &buffer) {
                 guard case let .frame(another) = next else {
                     after = next
                     break

@@ -5,8 +5,9 @@ enum InboundFrame: Equatable, Sendable {
     /// A whole frame body, without its length field: a JSON envelope, or a binary frame too
     /// short to hold a chunk header (which the connection refuses).
     case frame(ByteBuffer)
-    /// The whole bodies of several frames that one read completed, in order: one trip up the
-    /// pipeline for a burst of small messages instead of one each. Only once the frame limit is
+    /// The whole bodies of several frames that one read completed, in order (at most
+    /// ``FrameDecoder/maximumFramesTogether``): one trip up the pipeline for a burst of small
+    /// messages instead of one each. Only once the frame limit is
     /// final (``FrameLengthLimit/isFinal``): before, each frame goes up alone, as the hello in it
     /// sets the limit of the frames behind it.
     case frames([ByteBuffer])

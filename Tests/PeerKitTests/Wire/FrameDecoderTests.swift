@@ -67,6 +67,29 @@ struct FrameDecoderTests {
         #expect(try handshaking.finish().isClean)
     }
 
+    @Test("a read of many tiny frames goes up in batches of at most maximumFramesTogether, in order")
+    func batchesAreBounded() throws {
+        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
+        let count = FrameDecoder.maximumFramesTogether * 3 + 7
+        var read = ByteBuffer()
+        for index in 0..<count { read.writeImmutableBuffer(.frame("\(index)")) }
+        try channel.writeInbound(read)
+        var sizes: [Int] = []
+        var bodies: [String] = []
+        while let output = try channel.readInbound(as: InboundFrame.self) {
+            guard case let .frames(frames) = output else {
+                Issue.record("expected frames together, not \(output)")
+                break
+            }
+            sizes.append(frames.count)
+            bodies += frames.map { String(buffer: $0) }
+        }
+        #expect(sizes.allSatisfy { $0 <= FrameDecoder.maximumFramesTogether })
+        #expect(sizes.count == 4)
+        #expect(bodies == (0..<count).map { "\($0)" })
+        #expect(try channel.finish().isClean)
+    }
+
     @Test("an oversized frame behind whole ones in a read: the whole ones go up, then the error")
     func wholeFramesBeforeAnOversizedOne() throws {
         let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
