@@ -5,18 +5,31 @@ import NIOEmbedded
 /// The frame decoder and envelope parser behind it, fed the fuzz input as a byte stream cut into
 /// chunks whose sizes come from the input itself (a frame split anywhere must decode the same).
 ///
-/// Input: byte 0 picks the chunk size (1...256), the rest is the stream. Checks: no crash, every
-/// frame and chunk piece handed on is within the limit, and the decoder either consumes the whole
+/// Input: byte 0 picks the chunk size (1...256), the rest is the stream. The stream is decoded
+/// twice: with the limit of a handshake (each frame goes up alone) and with a final one (the whole
+/// frames of a read go up together). Checks: no crash, every frame and chunk piece handed on is
+/// within the limit, frames go up together only with a final limit and at most
+/// `FrameDecoder.maximumFramesTogether` at a time, and the decoder either consumes the whole
 /// stream or reports a WireError.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFrameDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     guard let start, count > 0 else { return 0 }
     let input = UnsafeBufferPointer(start: start, count: count)
+    decode(input, limitIsFinal: false)
+    decode(input, limitIsFinal: true)
+    return 0
+}
+
+private func decode(_ input: UnsafeBufferPointer<UInt8>, limitIsFinal: Bool) {
     let chunkSize = Int(input[0]) + 1
     let stream = input.dropFirst()
     let limit = 4096
-    let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: limit)))
+    let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(limit, isFinal: limitIsFinal))))
     defer { _ = try? channel.finish() }
+    func check(_ frame: ByteBuffer) {
+        precondition(frame.readableBytes <= limit, "a frame of \(frame.readableBytes) bytes passed the \(limit)-byte limit")
+        _ = try? EnvelopeParser.parse(frame)
+    }
     var offset = stream.startIndex
     do {
         while offset < stream.endIndex {
@@ -28,8 +41,11 @@ public func fuzzFrameDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
             while let next = try channel.readInbound(as: InboundFrame.self) {
                 switch next {
                 case let .frame(frame):
-                    precondition(frame.readableBytes <= limit, "a frame of \(frame.readableBytes) bytes passed the \(limit)-byte limit")
-                    _ = try? EnvelopeParser.parse(frame)
+                    check(frame)
+                case let .frames(frames):
+                    precondition(limitIsFinal, "frames went up together before the limit was final")
+                    precondition((2...FrameDecoder.maximumFramesTogether).contains(frames.count), "\(frames.count) frames went up together")
+                    frames.forEach(check)
                 case let .chunk(chunk, framingBytes):
                     precondition(chunk.data.readableBytes <= limit - ResourceChunkFrame.headerLength, "a chunk piece of \(chunk.data.readableBytes) bytes passed the \(limit)-byte limit")
                     precondition(framingBytes == 0 || framingBytes == 4 + ResourceChunkFrame.headerLength, "a chunk piece counted \(framingBytes) framing bytes")
@@ -42,5 +58,4 @@ public func fuzzFrameDecoder(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
     } catch {
         preconditionFailure("the frame decoder threw \(error), which is not a WireError")
     }
-    return 0
 }
