@@ -134,24 +134,19 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
             metrics.wireBytesReceived.increment(by: chunk.data.readableBytes + framingBytes)
             action = stateMachine.chunkReceived(chunk, now: burstNow(context))
         case let .frame(frame):
+            // The frame decoder strips the 4-byte length prefix.
+            metrics.wireBytesReceived.increment(by: frame.readableBytes + 4)
             action = received(frame, context: context)
         case let .frames(frames):
-            var bytes = 0
-            for frame in frames {
-                bytes += frame.readableBytes + 4
-                perform(received(frame, counted: false, context: context), context: context)
-            }
-            metrics.wireBytesReceived.increment(by: bytes)
+            metrics.wireBytesReceived.increment(by: frames.reduce(0) { $0 + $1.readableBytes + 4 })
+            for frame in frames { perform(received(frame, context: context), context: context) }
             return
         }
         perform(action, context: context)
     }
 
-    /// What the state machine makes of one whole frame body; `counted`: whether its bytes still
-    /// go to the metrics (a batch's are counted together).
-    private func received(_ frame: ByteBuffer, counted: Bool = true, context: ChannelHandlerContext) -> ConnectionStateMachine.Action {
-        // The frame decoder strips the 4-byte length prefix.
-        if counted { metrics.wireBytesReceived.increment(by: frame.readableBytes + 4) }
+    /// What the state machine makes of one whole frame body.
+    private func received(_ frame: ByteBuffer, context: ChannelHandlerContext) -> ConnectionStateMachine.Action {
         do {
             // The decoder passes a chunk frame up whole only when it is too short for its header.
             if ResourceChunkFrame.isChunk(frame) { _ = try ResourceChunkFrame.decode(frame) }
