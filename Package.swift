@@ -96,6 +96,7 @@ let package = Package(
                 // when complete (transactional creation). Its product name still has the underscore.
                 .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
             ],
             swiftSettings: librarySettings
         ),

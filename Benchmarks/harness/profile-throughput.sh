@@ -6,7 +6,8 @@
 #   Benchmarks/harness/profile-throughput.sh [MESSAGES] [SIZE] [--sessions]      (defaults: 300000 100)
 #
 # --sessions: both sides offer resumable sessions, the library's default (`peerkit-bench`'s own
-# default is without them, as in every round's figures).
+# default is without them, as in every round's figures). API=send in the environment profiles
+# `send(_:to:)` instead of `broadcast(_:)`.
 #
 # Needs perf (apt-get install linux-perf) and a release build (`swift build -c release
 # --product peerkit-bench`). Leaves sink.data and source.data in a temporary folder it names.
@@ -38,7 +39,7 @@ port="$(sed -n 's/.*"port":\([0-9]*\).*/\1/p' "$out/sink.out" | head -1)"
 /usr/bin/time -f "source: %U s user, %S s system, %w voluntary context switches" -o "$out/source.time" \
     perf record -q -e cpu-clock -F 1999 --call-graph dwarf,16384 -o "$out/source.data" \
     "$bench" source --connect "127.0.0.1:$port" --size "$size" --count "$messages" --window "$window" \
-    --service-type bprofile --timeout 120 "${extra[@]}" 2>"$out/source.err"
+    --service-type bprofile --timeout 120 ${API:+--api $API} "${extra[@]}" 2>"$out/source.err"
 wait "$sink_pid"
 
 echo "Result: $(tail -1 "$out/sink.out")"

@@ -63,6 +63,11 @@ struct PeerClock: Sendable {
         isReal ? eventLoop.now : deadline(atOffset: offsetNow())
     }
 
+    /// The time `delay` from now, as ``now(on:)`` counts it on `eventLoop`.
+    func deadline(in delay: Duration, on eventLoop: any EventLoop) -> NIODeadline {
+        isReal ? eventLoop.now + .nanoseconds(delay.nanosecondsClamped) : deadline(atOffset: offsetNow() + delay)
+    }
+
     /// The clock's current reading, as an offset from when this clock was made.
     var offset: Duration { offsetNow() }
 

@@ -3,102 +3,170 @@ import NIOCore
 
 /// Requests waiting for their replies, by request `id`.
 ///
-/// A request is ``register(id:peerID:)``ed before it is sent, and ``attach(id:continuation:)``ed
+/// A request is ``register(id:peerID:timeout:)``ed before it is sent, and ``attach(id:continuation:)``ed
 /// once its caller waits for it, so that nothing that happens in between is lost: its reply, a
 /// cancellation (whose handler may run before the continuation is made), a timeout or the peer's
 /// disconnection is remembered and ends the request as soon as it attaches.
 ///
 /// A reply is accepted only from the peer the request went to. Each request ends exactly once:
 /// with its reply, its timeout, its cancellation, or its peer's disconnection.
+///
+/// **Timeouts.** One timer serves every request: it is armed for the earliest deadline
+/// (``RequestDeadlines``), and when it fires it fails the requests whose deadlines passed and is
+/// armed again for the next. A request with a later deadline than the armed one (each of a run of
+/// requests with the same timeout) arms nothing, and a request that ends cancels nothing: the
+/// timer, when it fires, finds it gone. A request with an earlier deadline than the armed one
+/// arms the timer anew. So each request still fails at its own deadline, and a round trip costs no
+/// timer of its own.
 final class PendingRequests: Sendable {
+    /// When a request times out, and how.
+    struct Timeout: Sendable {
+        /// How long after it is registered.
+        var after: Duration
+        /// Where the timer runs when this request's deadline arms it.
+        var eventLoop: any EventLoop
+        /// The error the request fails with, made when its deadline passes.
+        var error: @Sendable () -> any Error
+    }
+
     private struct Entry {
         var peerID: String
         var continuation: CheckedContinuation<Envelope, any Error>?
-        var timeout: PeerTimer?
+        /// The error the request fails with when its deadline passes; nil without a timeout.
+        var timedOut: (@Sendable () -> any Error)?
         /// How the request ended before its continuation was attached: its reply or why it failed.
         var early: Result<Envelope, any Error>?
+
+        /// Whether the request has not ended: no reply and no failure waits for its caller.
+        var isWaiting: Bool { early == nil }
     }
 
-    private let pending = NIOLockedValueBox<[String: Entry]>([:])
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var deadlines = RequestDeadlines()
+        /// The timer that fails the requests whose deadlines passed, and the deadline it fires at.
+        var armed: (deadline: NIODeadline, timer: PeerTimer)?
+    }
 
-    /// Registers a request, before its continuation exists.
-    func register(id: String, peerID: String) {
-        pending.withLockedValue { $0[id] = Entry(peerID: peerID) }
+    private let clock: PeerClock
+    private let state = NIOLockedValueBox(State())
+
+    /// Requests whose timeouts run on `clock`.
+    init(clock: PeerClock = .continuous) {
+        self.clock = clock
+    }
+
+    /// Registers a request, before its continuation exists; with a `timeout`, it fails with the
+    /// timeout's error once its deadline passes, unless it ended before.
+    func register(id: String, peerID: String, timeout: Timeout? = nil) {
+        let deadline = timeout.map { clock.deadline(in: $0.after, on: $0.eventLoop) }
+        let replaced = state.withLockedValue { state -> PeerTimer? in
+            state.entries[id] = Entry(peerID: peerID, timedOut: timeout?.error)
+            guard let timeout, let deadline else { return nil }
+            if state.deadlines.add(id, deadline: deadline, liveCount: state.entries.count) {
+                let entries = state.entries
+                state.deadlines.rebuild { entries[$0]?.isWaiting == true }
+            }
+            if let armed = state.armed, armed.deadline <= deadline { return nil }
+            // Scheduling runs none of our code, so it is done under the lock: the timer armed is
+            // then always the one recorded. The one it replaces is cancelled after the lock.
+            let replaced = state.armed?.timer
+            state.armed = (deadline, arm(at: deadline, on: timeout.eventLoop))
+            return replaced
+        }
+        replaced?.cancel()
     }
 
     /// Attaches the request's continuation. Returns how the request already ended (its reply, or
     /// the error that ended it) for the caller to resume the continuation with, or nil.
     func attach(id: String, continuation: CheckedContinuation<Envelope, any Error>) -> Result<Envelope, any Error>? {
-        pending.withLockedValue { pending -> Result<Envelope, any Error>? in
-            guard var entry = pending[id] else { return .failure(CancellationError()) }
+        state.withLockedValue { state -> Result<Envelope, any Error>? in
+            guard var entry = state.entries[id] else { return .failure(CancellationError()) }
             if let early = entry.early {
-                pending[id] = nil
+                state.entries[id] = nil
                 return early
             }
             entry.continuation = continuation
-            pending[id] = entry
+            state.entries[id] = entry
             return nil
         }
-    }
-
-    /// Attaches the timer that will fail the request, unless it has already ended.
-    func setTimeout(id: String, _ timeout: PeerTimer) {
-        let ended = pending.withLockedValue { pending -> Bool in
-            guard pending[id] != nil, pending[id]?.early == nil else { return true }
-            pending[id]?.timeout = timeout
-            return false
-        }
-        if ended { timeout.cancel() }
     }
 
     /// Resumes the request `envelope.replyTo` answers; false when none is waiting (late or foreign reply).
     func resolve(_ envelope: Envelope, from peerID: String) -> Bool {
         guard let id = envelope.replyTo else { return false }
-        // The timer is cancelled after the lock: with a test clock, cancelling runs its own code.
-        let (accepted, entry, timeout) = pending.withLockedValue { pending -> (Bool, Entry?, PeerTimer?) in
-            guard var entry = pending[id], entry.peerID == peerID, entry.early == nil else { return (false, nil, nil) }
+        let (accepted, entry) = state.withLockedValue { state -> (Bool, Entry?) in
+            guard var entry = state.entries[id], entry.peerID == peerID, entry.early == nil else { return (false, nil) }
             guard entry.continuation != nil else {
                 // Answered before its caller waits for it: kept for attach(id:continuation:).
-                let timeout = entry.timeout
                 entry.early = .success(envelope)
-                entry.timeout = nil
-                pending[id] = entry
-                return (true, nil, timeout)
+                state.entries[id] = entry
+                return (true, nil)
             }
-            let waiting = pending.removeValue(forKey: id)
-            return (true, waiting, waiting?.timeout)
+            return (true, state.entries.removeValue(forKey: id))
         }
-        timeout?.cancel()
         entry?.continuation?.resume(returning: envelope)
         return accepted
     }
 
-    /// Fails one request (its timeout, its cancellation).
+    /// Fails one request (its cancellation, its timeout).
     func fail(id: String, with error: any Error) {
-        let entry = pending.withLockedValue { pending in Self.end(id, with: error, in: &pending) }
+        let entry = state.withLockedValue { state in Self.end(id, with: error, in: &state.entries) }
         Self.resume(entry, throwing: error)
     }
 
     /// Fails every request to `peerID`.
     func failAll(peerID: String, with error: any Error) {
-        let entries = pending.withLockedValue { pending -> [Entry] in
-            pending.filter { $0.value.peerID == peerID }.keys.compactMap { Self.end($0, with: error, in: &pending) }
+        let entries = state.withLockedValue { state -> [Entry] in
+            state.entries.filter { $0.value.peerID == peerID }.keys.compactMap { Self.end($0, with: error, in: &state.entries) }
         }
         for entry in entries { Self.resume(entry, throwing: error) }
     }
 
-    /// Fails every request.
+    /// Fails every request, and stops the timeouts' timer (the transceiver stopped).
     func failAll(with error: any Error) {
-        let entries = pending.withLockedValue { pending -> [Entry] in
-            Array(pending.keys).compactMap { Self.end($0, with: error, in: &pending) }
+        let (entries, timer) = state.withLockedValue { state -> ([Entry], PeerTimer?) in
+            let ended = Array(state.entries.keys).compactMap { Self.end($0, with: error, in: &state.entries) }
+            state.deadlines.removeAll()
+            let timer = state.armed?.timer
+            state.armed = nil
+            return (ended, timer)
         }
+        timer?.cancel()
         for entry in entries { Self.resume(entry, throwing: error) }
     }
 
     /// Forgets a request that ended (its caller is done with it).
     func remove(id: String) {
-        let entry = pending.withLockedValue { $0.removeValue(forKey: id) }
-        entry?.timeout?.cancel()
+        state.withLockedValue { _ = $0.entries.removeValue(forKey: id) }
+    }
+
+    /// A timer for `deadline`, which runs ``timersDeadlinePassed(_:on:)`` on `eventLoop`.
+    private func arm(at deadline: NIODeadline, on eventLoop: any EventLoop) -> PeerTimer {
+        clock.schedule(on: eventLoop, at: deadline) { [weak self] in
+            self?.timersDeadlinePassed(deadline, on: eventLoop)
+        }
+    }
+
+    /// The timer armed for `deadline` fired: fails the requests whose deadlines passed and arms
+    /// the timer, on the same loop, for the next deadline.
+    private func timersDeadlinePassed(_ deadline: NIODeadline, on eventLoop: any EventLoop) {
+        let now = max(clock.now(on: eventLoop), deadline)
+        let due = state.withLockedValue { state -> [(id: String, error: @Sendable () -> any Error)] in
+            // Only the armed timer fires: the one it replaced was cancelled first.
+            guard state.armed?.deadline == deadline else { return [] }
+            state.armed = nil
+            let entries = state.entries
+            let expired = state.deadlines.expired(at: now) { entries[$0]?.isWaiting == true }
+            if let next = state.deadlines.earliest(isLive: { entries[$0]?.isWaiting == true }) {
+                state.armed = (next, arm(at: next, on: eventLoop))
+            }
+            return expired.compactMap { id in entries[id]?.timedOut.map { (id, $0) } }
+        }
+        // The errors are made after the lock: making one asks the connection manager (under its
+        // own lock) whether the peer's connection is down. A request that ended meanwhile stays
+        // ended (``fail(id:with:)``).
+        for (id, error) in due { fail(id: id, with: error()) }
     }
 
     /// Removes and returns the entry when its continuation is attached; otherwise remembers the
@@ -115,7 +183,6 @@ final class PendingRequests: Sendable {
 
     private static func resume(_ entry: Entry?, throwing error: any Error) {
         guard let entry, let continuation = entry.continuation else { return }
-        entry.timeout?.cancel()
         continuation.resume(throwing: error)
     }
 }

@@ -47,15 +47,12 @@ extension PeerTransceiver {
         try Task.checkCancellation()
         let id = nextRequestID()
         let pending = pending
-        pending.register(id: id, peerID: peer.id)
+        let manager = session.manager
+        pending.register(id: id, peerID: peer.id, timeout: .init(after: timeout, eventLoop: manager.timerLoop) {
+            PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout, connectionDown: manager.isSuspended(peer.id))
+        })
         defer { pending.remove(id: id) }
         let metrics = metrics
-        let manager = session.manager
-        let timer = clock.schedule(on: manager.connection(to: peer.id)?.channel.eventLoop ?? manager.timerLoop, in: timeout) {
-            let connectionDown = manager.isSuspended(peer.id)
-            pending.fail(id: id, with: PeerKitError.requestTimedOut(type: message.type, peer: peer.name, timeout: timeout, connectionDown: connectionDown))
-        }
-        pending.setTimeout(id: id, timer)
         let started = ContinuousClock.now
         // To the peer, on whichever connection is its own: queued at once unless its outbox is
         // over its high-water mark (then this waits, within the request's own timeout too).

@@ -42,7 +42,7 @@ public final class PeerTransceiver: Service, Sendable {
 
     let registry = MessageRegistry()
     let resourceRegistry = ResourceRegistry()
-    let pending = PendingRequests()
+    let pending: PendingRequests
     let hub = PeerEventHub()
     /// Group membership: ours (kept across restarts) and that of connected peers.
     let groupDirectory: GroupDirectory
@@ -73,6 +73,7 @@ public final class PeerTransceiver: Service, Sendable {
     public init(configuration: PeerConfiguration) {
         self.configuration = configuration
         self.clock = PeerClock(configuration.clock)
+        self.pending = PendingRequests(clock: clock)
         self.peerID = configuration.security.boundPeerID ?? UUID().uuidString
         self.groupDirectory = GroupDirectory(limits: .init(
             maximumGroupNameLength: configuration.maximumGroupNameLength,
