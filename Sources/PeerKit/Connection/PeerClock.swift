@@ -65,7 +65,7 @@ struct PeerClock: Sendable {
 
     /// The time `delay` from now, as ``now(on:)`` counts it on `eventLoop`.
     func deadline(in delay: Duration, on eventLoop: any EventLoop) -> NIODeadline {
-        isReal ? eventLoop.now + .nanoseconds(delay.nanosecondsClamped) : deadline(atOffset: offsetNow() + delay)
+        isReal ? eventLoop.now + delay.timeAmount : deadline(atOffset: offsetNow() + delay)
     }
 
     /// The clock's current reading, as an offset from when this clock was made.

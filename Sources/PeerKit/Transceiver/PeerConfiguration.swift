@@ -414,9 +414,9 @@ extension Duration {
         return Double(s) + Double(atto) / 1e18
     }
 
-    /// The duration as a NIO `TimeAmount`.
+    /// The duration as a NIO `TimeAmount`, clamped to what one holds (about 292 years either
+    /// way): a user's "wait forever" (`.seconds(.max)`) is a very long wait, not a crash.
     var timeAmount: TimeAmount {
-        let (s, atto) = components
-        return .nanoseconds(s * 1_000_000_000 + atto / 1_000_000_000)
+        .nanoseconds(nanosecondsClamped)
     }
 }

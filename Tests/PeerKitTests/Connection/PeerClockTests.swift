@@ -16,10 +16,7 @@ struct PeerClockTests {
 
     /// Waits until no timer of `clock` is due and not yet run on the event loop.
     private func waitForDueTimers(_ clock: PeerClock) async throws {
-        for _ in 0..<10_000 where clock.hasDueTimers {
-            await Task.yield()
-            try await eventLoop.submit {}.get()
-        }
+        try await clock.runDueTimers(on: eventLoop)
         #expect(!clock.hasDueTimers)
     }
 
@@ -35,6 +32,14 @@ struct PeerClockTests {
         await testClock.advance(by: .milliseconds(1))
         try await waitForDueTimers(clock)
         #expect(fired.withLockedValue { $0 } == 1)
+    }
+
+    @Test("a duration too long for NIO's TimeAmount is clamped, not a crash: a deadline .seconds(.max) away is NIO's distant future")
+    func hugeDurations() {
+        #expect(Duration.seconds(Int64.max).timeAmount == .nanoseconds(.max))
+        #expect(Duration.seconds(Int64.min).timeAmount == .nanoseconds(.min))
+        #expect(Duration.milliseconds(1500).timeAmount == .milliseconds(1500))
+        #expect(PeerClock.continuous.deadline(in: .seconds(Int64.max), on: eventLoop) == .distantFuture)
     }
 
     @Test("a cancelled timer never fires")
@@ -77,5 +82,16 @@ struct PeerClockTests {
         timer.cancel()
         eventLoop.advanceTime(by: .seconds(1))
         #expect(ticks.withLockedValue { $0 }.count == 4)
+    }
+}
+
+extension PeerClock {
+    /// Lets the timers of this (non-real) clock that are due run: yields to the tasks and to
+    /// `eventLoop` until none is due and not yet run (or 10,000 rounds passed).
+    func runDueTimers(on eventLoop: any EventLoop) async throws {
+        for _ in 0..<10_000 where hasDueTimers {
+            await Task.yield()
+            try await eventLoop.submit {}.get()
+        }
     }
 }

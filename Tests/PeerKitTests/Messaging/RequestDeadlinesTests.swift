@@ -57,12 +57,21 @@ struct RequestDeadlinesTests {
 @Suite("Pending requests' timeouts on a test clock", .timeLimit(.minutes(1)))
 struct PendingRequestTimeoutTests {
     let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    let testClock = TestClock()
+    let clock: PeerClock
+    let pending: PendingRequests
+
+    init() {
+        clock = PeerClock(testClock)
+        pending = PendingRequests(clock: clock)
+    }
 
     private struct TimedOut: Error, Equatable { var id: String }
 
     /// Registers request `id` with a timeout `seconds` from now and waits for it in a task;
     /// the task's value is the error it ended with (nil: a reply).
-    private func request(_ id: String, timeout seconds: Int, pending: PendingRequests) -> Task<TimedOut?, Never> {
+    private func request(_ id: String, timeout seconds: Int) -> Task<TimedOut?, Never> {
+        let pending = pending
         pending.register(id: id, peerID: "B", timeout: .init(after: .seconds(seconds), eventLoop: eventLoop) {
             TimedOut(id: id)
         })
@@ -78,66 +87,59 @@ struct PendingRequestTimeoutTests {
         }
     }
 
-    /// Advances the clock by `seconds` and lets every timer that fell due run.
-    private func advance(_ testClock: TestClock<Duration>, _ clock: PeerClock, by seconds: Duration) async throws {
-        await testClock.advance(by: seconds)
-        for _ in 0..<10_000 where clock.hasDueTimers {
-            await Task.yield()
-            try await eventLoop.submit {}.get()
-        }
+    /// Answers request `id`, as a reply from its peer would.
+    private func answer(_ id: String) -> Bool {
+        pending.resolve(Envelope(type: "Answer", replyTo: id, payload: ByteBuffer(string: "{}")), from: "B")
+    }
+
+    /// Advances the clock by `duration` and lets every timer that fell due run.
+    private func advance(by duration: Duration) async throws {
+        await testClock.advance(by: duration)
+        try await clock.runDueTimers(on: eventLoop)
         #expect(!clock.hasDueTimers)
     }
 
     @Test("a shorter timeout set after a longer one fails first, at its own deadline; each fails at its own")
     func earlierDeadlineArmsAnew() async throws {
-        let testClock = TestClock()
-        let clock = PeerClock(testClock)
-        let pending = PendingRequests(clock: clock)
-        let long = request("long", timeout: 5, pending: pending)
-        let short = request("short", timeout: 1, pending: pending)
-        let answered = request("answered", timeout: 2, pending: pending)
-        #expect(pending.resolve(Envelope(type: "Answer", replyTo: "answered", payload: ByteBuffer(string: "{}")), from: "B"))
+        let long = request("long", timeout: 5)
+        let short = request("short", timeout: 1)
+        let answered = request("answered", timeout: 2)
+        #expect(answer("answered"))
         #expect(await answered.value == nil, "a request answered before its deadline does not time out")
 
-        try await advance(testClock, clock, by: .milliseconds(999))
+        try await advance(by: .milliseconds(999))
         #expect(clock.timeUntilNextTimer == .milliseconds(1), "the timer is armed for the shorter timeout")
-        try await advance(testClock, clock, by: .milliseconds(1))
+        try await advance(by: .milliseconds(1))
         #expect(await short.value == TimedOut(id: "short"))
         #expect(clock.timeUntilNextTimer == .seconds(4), "then for the longer one, skipping the answered request")
-        try await advance(testClock, clock, by: .seconds(4) - .milliseconds(1))
-        try await advance(testClock, clock, by: .milliseconds(1))
+        try await advance(by: .seconds(4) - .milliseconds(1))
+        try await advance(by: .milliseconds(1))
         #expect(await long.value == TimedOut(id: "long"))
         #expect(clock.timeUntilNextTimer == nil, "nothing is armed once no request waits")
     }
 
     @Test("a run of requests with the same timeout, each answered, arms one timer; the last one still times out")
     func oneTimerForARun() async throws {
-        let testClock = TestClock()
-        let clock = PeerClock(testClock)
-        let pending = PendingRequests(clock: clock)
         for n in 0..<100 {
-            let task = request("r\(n)", timeout: 5, pending: pending)
-            #expect(pending.resolve(Envelope(type: "Answer", replyTo: "r\(n)", payload: ByteBuffer(string: "{}")), from: "B"))
+            let task = request("r\(n)", timeout: 5)
+            #expect(answer("r\(n)"))
             #expect(await task.value == nil)
             pending.remove(id: "r\(n)")
-            try await advance(testClock, clock, by: .milliseconds(10))
+            try await advance(by: .milliseconds(10))
         }
         // The timer armed for the first request's deadline is the only one: it fires then, finds
         // nothing due, and arms nothing.
-        #expect(clock.timeUntilNextTimer == .seconds(5) - .milliseconds(1000))
-        let last = request("last", timeout: 5, pending: pending)
-        try await advance(testClock, clock, by: .seconds(4))
+        #expect(clock.timeUntilNextTimer == .seconds(4))
+        let last = request("last", timeout: 5)
+        try await advance(by: .seconds(4))
         #expect(clock.timeUntilNextTimer == .seconds(1), "the last request's deadline")
-        try await advance(testClock, clock, by: .seconds(1))
+        try await advance(by: .seconds(1))
         #expect(await last.value == TimedOut(id: "last"))
     }
 
     @Test("stopping fails every request and disarms the timer")
     func stopDisarms() async throws {
-        let testClock = TestClock()
-        let clock = PeerClock(testClock)
-        let pending = PendingRequests(clock: clock)
-        let waiting = request("w", timeout: 5, pending: pending)
+        let waiting = request("w", timeout: 5)
         #expect(clock.timeUntilNextTimer == .seconds(5))
         pending.failAll(with: TimedOut(id: "stopped"))
         #expect(await waiting.value == TimedOut(id: "stopped"))
