@@ -108,10 +108,11 @@ struct PendingRequestTimeoutTests {
         #expect(await answered.value == nil, "a request answered before its deadline does not time out")
 
         try await advance(by: .milliseconds(999))
-        #expect(clock.timeUntilNextTimer == .milliseconds(1), "the timer is armed for the shorter timeout")
+        // Required, not expected: a request whose timer is not armed would be awaited forever below.
+        try #require(clock.timeUntilNextTimer == .milliseconds(1), "the timer is armed for the shorter timeout")
         try await advance(by: .milliseconds(1))
         #expect(await short.value == TimedOut(id: "short"))
-        #expect(clock.timeUntilNextTimer == .seconds(4), "then for the longer one, skipping the answered request")
+        try #require(clock.timeUntilNextTimer == .seconds(4), "then for the longer one, skipping the answered request")
         try await advance(by: .seconds(4) - .milliseconds(1))
         try await advance(by: .milliseconds(1))
         #expect(await long.value == TimedOut(id: "long"))
@@ -132,7 +133,7 @@ struct PendingRequestTimeoutTests {
         #expect(clock.timeUntilNextTimer == .seconds(4))
         let last = request("last", timeout: 5)
         try await advance(by: .seconds(4))
-        #expect(clock.timeUntilNextTimer == .seconds(1), "the last request's deadline")
+        try #require(clock.timeUntilNextTimer == .seconds(1), "the last request's deadline")
         try await advance(by: .seconds(1))
         #expect(await last.value == TimedOut(id: "last"))
     }
