@@ -243,39 +243,69 @@ public final class TestNetwork: Sendable {
     /// connection is half-way through closing, no delayed frame is due, no message waits for its
     /// handler and no timer is due and not yet run in a transceiver the network started, and the
     /// event loop and tasks have had their turn, three rounds in a row. It never moves the clock
-    /// forward: it only reads it, to tell which timers and delayed frames are due.
+    /// forward: it only reads it, to tell which timers and delayed frames are due. It gives up
+    /// after ``maximumSettleRounds`` rounds on a network that stays busy.
     public func settle() async {
+        _ = await settleOrStillBusy()
+    }
+
+    /// The most rounds ``settle()`` looks for quiet: 2,000, a few tenths of a second on an idle
+    /// machine. A network busy for that long at a frozen clock has a lot to carry (a stream of
+    /// thousands of messages can keep it busy for over a thousand rounds), is kept busy by
+    /// something (a handler that never returns, a member sending without end), or is starved:
+    /// hundreds of networks at once on the one shared event loop thread.
+    static let maximumSettleRounds = 2_000
+
+    /// ``settle()``: nil once the network is quiet, or, when it gave up after
+    /// ``maximumSettleRounds`` rounds, what still kept it busy (a sentence fragment).
+    private func settleOrStillBusy() async -> String? {
         var quietRounds = 0
-        var rounds = 0
-        while quietRounds < 3, rounds < 2_000 {
-            rounds += 1
+        var busy: String?
+        for _ in 0..<Self.maximumSettleRounds {
             for _ in 0..<4 { await Task.yield() }
             // Looked at on the event loop, between two of its tasks: a frame the loop is
             // passing from one socket to the next is then in one of them, not in neither.
-            let busy = (try? await eventLoopGroup.next().submit { self.isBusy }.get()) ?? false
-            quietRounds = busy ? 0 : quietRounds + 1
+            busy = (try? await eventLoopGroup.next().submit { self.busyWork }.get()) ?? nil
+            quietRounds = busy == nil ? quietRounds + 1 : 0
+            if quietRounds == 3 { return nil }
         }
+        return busy
     }
 
-    /// Whether work is in flight: bytes in a connection's sockets, a connection half-way
-    /// through closing, a delayed frame or timer due and not yet passed on or run (its task is
-    /// on its way: the clock never holds a sleep it has reached), or a message waiting for its
-    /// handler or in it.
-    private var isBusy: Bool {
+    /// What work is in flight, in words (nil: none): bytes in a connection's sockets, a
+    /// connection half-way through closing, a delayed frame or timer due and not yet passed on or
+    /// run (its task is on its way: the clock never holds a sleep it has reached), or a message
+    /// waiting for its handler or in it.
+    private var busyWork: String? {
         let (links, transceivers) = state.withLockedValue { (Array($0.links.values), $0.transceivers) }
-        return transceivers.contains { $0.hasDueTimers || $0.unhandledMessageCount > 0 }
-            || links.contains { $0.hasDueFrames || $0.hasBytesInFlight }
+        if let late = transceivers.first(where: \.hasDueTimers) {
+            return "a timer of \(late.configuration.peerName) is due and has not run"
+        }
+        for transceiver in transceivers {
+            let count = transceiver.unhandledMessageCount
+            if count > 0 {
+                let messages = count == 1 ? "a message waits" : "\(count) messages wait"
+                return "\(messages) for the handlers of \(transceiver.configuration.peerName), or in them"
+            }
+        }
+        guard let moving = links.first(where: { $0.hasDueFrames || $0.hasBytesInFlight }) else { return nil }
+        let names = state.withLockedValue { state in [moving.dialler, moving.acceptor].map { state.nodes[$0]?.name ?? "member \($0)" } }
+        return "bytes are on their way between \(names[0]) and \(names[1])"
     }
 
     /// Waits until `condition` holds, settling the network between checks. Throws
     /// ``TestNetworkError/neverHappened(_:)`` as soon as the network is quiet and the
-    /// condition is still false: nothing more would happen without the clock moving.
+    /// condition is still false: nothing more would happen without the clock moving. Throws
+    /// ``TestNetworkError/stayedBusy(_:busy:)`` when the condition is still false after three
+    /// settles and the last one gave up on a network that stayed busy (``maximumSettleRounds``).
     public func eventually(_ what: String, _ condition: @Sendable () -> Bool) async throws {
+        var stillBusy: String?
         for _ in 0..<3 {
             if condition() { return }
-            await settle()
+            stillBusy = await settleOrStillBusy()
         }
         if condition() { return }
+        if let stillBusy { throw TestNetworkError.stayedBusy(what, busy: stillBusy) }
         throw TestNetworkError.neverHappened(what)
     }
 
@@ -603,6 +633,9 @@ public enum TestNetworkError: Error, Sendable, CustomStringConvertible, Equatabl
     case shutDown
     /// ``TestNetwork/eventually(_:_:)``: the network went quiet and this never became true.
     case neverHappened(String)
+    /// ``TestNetwork/eventually(_:_:)``: this never became true, and the network never went
+    /// quiet either: it was still busy with `busy` (a sentence fragment) when the last settle gave up.
+    case stayedBusy(String, busy: String)
 
     /// Whether nothing listens at the port dialled, as for a member that was stopped or killed:
     /// a suspended peer refused at every address is taken to have ended, as a process that ended
@@ -619,6 +652,7 @@ public enum TestNetworkError: Error, Sendable, CustomStringConvertible, Equatabl
         case .partitioned: "A partition held this connection attempt until it healed; the next attempt can succeed."
         case .shutDown: "The test network shut down."
         case let .neverHappened(what): "The network went quiet without this happening: \(what). Nothing more happens without the clock moving: advance it (TestNetwork.advance(by:)) or check what the test expects."
+        case let .stayedBusy(what, busy): "This had not happened: \(what), and the network never went quiet: after \(TestNetwork.maximumSettleRounds) rounds \(busy). Either something keeps it busy at a frozen clock (a handler that never returns, a member that sends without end), or it has more to carry than that (wait for a part of it at a time), or the machine is overloaded: by default every test network shares one event loop thread, so run fewer tests at once or give each network an event loop group of its own."
         }
     }
 }

@@ -95,6 +95,26 @@ struct TestNetworkTests {
         await network.shutdown()
     }
 
+    @Test("eventually fails, naming what never happened and what kept the network busy, when it never goes quiet")
+    func eventuallyNamesWhatKeptItBusy() async throws {
+        let network = TestNetwork()
+        let (alice, bob, _) = try await pair(network)
+        // Bob's handler does not return until the end: its message keeps the network busy.
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        bob.receive(Note.self) { _ in
+            for await _ in gate {}
+        }
+        alice.broadcast(Note(text: "held"))
+        let error = await #expect(throws: TestNetworkError.self) {
+            try await network.eventually("something that never happens") { false }
+        }
+        #expect(error == .stayedBusy("something that never happens", busy: "a message waits for the handlers of bob, or in them"))
+        #expect(error.map { "\($0)" }?.contains("the network never went quiet") == true)
+        #expect(network.elapsed == .zero)
+        open.finish()
+        await network.shutdown()
+    }
+
     @Test("a Given-When-Then step that throws names the step")
     func stepNamesItself() async throws {
         let error = await #expect(throws: ScenarioStepFailed.self) {
