@@ -284,8 +284,8 @@ public final class TestNetwork: Sendable {
         for transceiver in transceivers {
             let count = transceiver.unhandledMessageCount
             if count > 0 {
-                let messages = count == 1 ? "a message waits" : "\(count) messages wait"
-                return "\(messages) for the handlers of \(transceiver.configuration.peerName), or in them"
+                let messages = count == 1 ? "a message waiting for its handler or in it" : "\(count) messages waiting for their handlers or in them"
+                return "\(transceiver.configuration.peerName) has \(messages)"
             }
         }
         guard let moving = links.first(where: { $0.hasDueFrames || $0.hasBytesInFlight }) else { return nil }

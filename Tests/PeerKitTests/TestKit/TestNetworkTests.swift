@@ -108,7 +108,7 @@ struct TestNetworkTests {
         let error = await #expect(throws: TestNetworkError.self) {
             try await network.eventually("something that never happens") { false }
         }
-        #expect(error == .stayedBusy("something that never happens", busy: "a message waits for the handlers of bob, or in them"))
+        #expect(error == .stayedBusy("something that never happens", busy: "bob has a message waiting for its handler or in it"))
         #expect(error.map { "\($0)" }?.contains("the network never went quiet") == true)
         #expect(network.elapsed == .zero)
         open.finish()
