@@ -332,6 +332,9 @@ class Suite:
             ({"pk.json.100": ("PeerKit JSON codec 100 B", "msgs/s", "msgsPerSec", False),
               "pk.json.100.us": ("PeerKit JSON codec 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
              lambda: self.json_floor(100, n(200_000), "peerkit")),
+            ({"direct.json.100": ("no Codable: the envelope written and read by hand, 100 B", "msgs/s", "msgsPerSec", False),
+              "direct.json.100.us": ("no Codable, 100 B, encode+decode", "µs", "microsecondsPerMessage", True)},
+             lambda: self.json_floor(100, n(200_000), "direct")),
         ], runs)
         for what, size, count in (("64k", 65536, 3_000), ("4m", 4 << 20, 40)):
             label = "64 KiB" if what == "64k" else "4 MiB"

@@ -20,6 +20,11 @@ extension PeerKitBench {
             /// PeerKit's `PayloadEncoder` and `PayloadDecoder` (bytes in a `ByteBuffer`), which
             /// carry every payload PeerKit sends and receives.
             case peerkit
+            /// No `Codable`: the envelope and `BenchPayload`'s two members written and read by
+            /// hand over PeerKit's JSON writer and reader (`DirectCoder`). Not a codec PeerKit
+            /// offers: the floor that one made for each type (generated, or written by hand)
+            /// could reach, which says what `Codable`'s generic containers cost the others.
+            case direct
         }
 
         /// The envelope of protocol v1: `{"type":…,"payload":…}` (plus `id` on requests).
@@ -56,6 +61,7 @@ extension PeerKitBench {
             switch codec {
             case .foundation: try measure(FoundationCoder())
             case .peerkit: try measure(PeerKitCoder())
+            case .direct: try measure(DirectCoder())
             }
         }
 
@@ -75,8 +81,12 @@ extension PeerKitBench {
                 let start = clock.now
                 let encodedBytes = try coder.encode(envelope)
                 let encoded = clock.now
-                let decoded = try coder.decode(Envelope<BenchPayload>.self, from: encodedBytes)
+                let decoded = try coder.decode(encodedBytes)
                 let end = clock.now
+                // Every message round-trips: its number each time, its text and type once.
+                guard decoded.payload.seq == index, index > 0 || (decoded.payload.text == template.text && decoded.type == envelope.type) else {
+                    Report.fail("Message \(index) did not round-trip: it came back with seq \(decoded.payload.seq).")
+                }
                 checksum &+= decoded.payload.seq
                 if index >= warmup {
                     encodeSeconds += encoded.seconds(since: start)
@@ -96,12 +106,14 @@ extension PeerKitBench {
     }
 }
 
-/// A JSON codec as the floor times it: each in the bytes its users have (Foundation's in `Data`,
-/// PeerKit's in a `ByteBuffer`, as frames carry them), so that neither pays for a conversion.
+/// A JSON codec as the floor times it, on the envelope of a `BenchPayload`: each in the bytes its
+/// users have (Foundation's in `Data`, PeerKit's in a `ByteBuffer`, as frames carry them), so that
+/// none pays for a conversion.
 protocol BenchCoder {
+    typealias Envelope = PeerKitBench.JSONFloor.Envelope<BenchPayload>
     associatedtype Bytes
-    func encode<T: Encodable>(_ value: T) throws -> Bytes
-    func decode<T: Decodable>(_ type: T.Type, from bytes: Bytes) throws -> T
+    func encode(_ envelope: Envelope) throws -> Bytes
+    func decode(_ bytes: Bytes) throws -> Envelope
     func count(_ bytes: Bytes) -> Int
 }
 
@@ -110,14 +122,97 @@ struct FoundationCoder: BenchCoder {
     let encoder = JSONEncoder()
     let decoder = JSONDecoder()
 
-    func encode<T: Encodable>(_ value: T) throws -> Data { try encoder.encode(value) }
-    func decode<T: Decodable>(_ type: T.Type, from bytes: Data) throws -> T { try decoder.decode(T.self, from: bytes) }
+    func encode(_ envelope: Envelope) throws -> Data { try encoder.encode(envelope) }
+    func decode(_ bytes: Data) throws -> Envelope { try decoder.decode(Envelope.self, from: bytes) }
     func count(_ bytes: Data) -> Int { bytes.count }
 }
 
 /// PeerKit's `PayloadEncoder` and `PayloadDecoder`, which carry every payload PeerKit sends and receives.
 struct PeerKitCoder: BenchCoder {
-    func encode<T: Encodable>(_ value: T) throws -> ByteBuffer { try PayloadEncoder.encode(value) }
-    func decode<T: Decodable>(_ type: T.Type, from bytes: ByteBuffer) throws -> T { try PayloadDecoder.decode(T.self, from: bytes) }
+    func encode(_ envelope: Envelope) throws -> ByteBuffer { try PayloadEncoder.encode(envelope) }
+    func decode(_ bytes: ByteBuffer) throws -> Envelope { try PayloadDecoder.decode(Envelope.self, from: bytes) }
+    func count(_ bytes: ByteBuffer) -> Int { bytes.readableBytes }
+}
+
+/// The envelope `{"type":"BenchPayload","payload":{"text":…,"seq":…}}` written and read by hand,
+/// with PeerKit's string writer and JSON reader and no `Codable`: the floor of a codec made for the
+/// one type (see ``PeerKitBench/JSONFloor/Codec/direct``). It reads its members in any order,
+/// checks the syntax around them as PeerKit's reader does, and refuses an object that lacks one.
+struct DirectCoder: BenchCoder {
+    /// A member the envelope or the payload lacks.
+    struct Missing: Error, CustomStringConvertible {
+        let member: String
+        var description: String { "The JSON has no \"\(member)\" member." }
+    }
+
+    func encode(_ envelope: Envelope) -> ByteBuffer {
+        var buffer = ByteBufferAllocator().buffer(capacity: envelope.payload.text.utf8.count + 64)
+        JSONStringWriter.write(envelope.type, into: &buffer, prefix: "{\"type\":", suffix: "")
+        if let id = envelope.id { JSONStringWriter.write(id, into: &buffer, prefix: ",\"id\":", suffix: "") }
+        JSONStringWriter.write(envelope.payload.text, into: &buffer, prefix: ",\"payload\":{\"text\":", suffix: ",\"seq\":")
+        buffer.writeString(String(envelope.payload.seq))
+        buffer.writeStaticString("}}")
+        return buffer
+    }
+
+    func decode(_ bytes: ByteBuffer) throws -> Envelope {
+        try bytes.withUnsafeReadableBytes { bytes in
+            let reader = unsafe JSONReader(bytes: bytes)
+            var members = JSONMemberCursor(objectAt: reader.skipWhitespace(from: 0), in: reader)
+            var kind: String?
+            var id: String?
+            var payload: BenchPayload?
+            while let member = try members.next() {
+                let end = try reader.skipValue(at: member.value)
+                if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "type") {
+                    kind = try reader.string(at: member.value)
+                } else if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "id") {
+                    id = try reader.string(at: member.value)
+                } else if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "payload") {
+                    payload = try Self.payload(at: member.value, in: reader)
+                }
+                try members.valueEnds(at: end)
+            }
+            guard let kind else { throw Missing(member: "type") }
+            guard let payload else { throw Missing(member: "payload") }
+            return .init(type: kind, payload: payload, id: id)
+        }
+    }
+
+    /// The `BenchPayload` whose object starts at `offset`.
+    private static func payload(at offset: Int, in reader: JSONReader) throws -> BenchPayload {
+        var members = JSONMemberCursor(objectAt: offset, in: reader)
+        var text: String?
+        var seq: Int?
+        while let member = try members.next() {
+            let end = try reader.skipValue(at: member.value)
+            if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "text") {
+                text = try reader.string(at: member.value)
+            } else if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "seq") {
+                seq = try integer(from: member.value, to: end, in: reader)
+            }
+            try members.valueEnds(at: end)
+        }
+        guard let text else { throw Missing(member: "text") }
+        guard let seq else { throw Missing(member: "seq") }
+        var payload = BenchPayload(size: 0, seq: seq)
+        payload.text = text
+        return payload
+    }
+
+    /// The integer written in `reader`'s bytes `start..<end`.
+    private static func integer(from start: Int, to end: Int, in reader: JSONReader) throws -> Int {
+        let negative = reader.byte(at: start) == UInt8(ascii: "-")
+        var value = 0
+        for index in (negative ? start + 1 : start)..<end {
+            guard let byte = reader.byte(at: index), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { throw Missing(member: "seq") }
+            let (times, overflowed) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflowedAgain) = times.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
+            guard !overflowed, !overflowedAgain else { throw Missing(member: "seq") }
+            value = sum
+        }
+        return negative ? -value : value
+    }
+
     func count(_ bytes: ByteBuffer) -> Int { bytes.readableBytes }
 }
