@@ -139,10 +139,10 @@ struct PeerKitCoder: BenchCoder {
 /// one type (see ``PeerKitBench/JSONFloor/Codec/direct``). It reads its members in any order,
 /// checks the syntax around them as PeerKit's reader does, and refuses an object that lacks one.
 struct DirectCoder: BenchCoder {
-    /// A member the envelope or the payload lacks.
-    struct Missing: Error, CustomStringConvertible {
-        let member: String
-        var description: String { "The JSON has no \"\(member)\" member." }
+    /// Why bytes are not a `BenchPayload`'s envelope (the JSON reader's own errors say why they are
+    /// not JSON).
+    struct NotAnEnvelope: Error, CustomStringConvertible {
+        let description: String
     }
 
     func encode(_ envelope: Envelope) -> ByteBuffer {
@@ -158,12 +158,10 @@ struct DirectCoder: BenchCoder {
     func decode(_ bytes: ByteBuffer) throws -> Envelope {
         try bytes.withUnsafeReadableBytes { bytes in
             let reader = unsafe JSONReader(bytes: bytes)
-            var members = JSONMemberCursor(objectAt: reader.skipWhitespace(from: 0), in: reader)
             var kind: String?
             var id: String?
             var payload: BenchPayload?
-            while let member = try members.next() {
-                let end = try reader.skipValue(at: member.value)
+            try Self.forEachMember(ofObjectAt: reader.skipWhitespace(from: 0), in: reader) { member, _ in
                 if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "type") {
                     kind = try reader.string(at: member.value)
                 } else if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "id") {
@@ -171,33 +169,39 @@ struct DirectCoder: BenchCoder {
                 } else if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "payload") {
                     payload = try Self.payload(at: member.value, in: reader)
                 }
-                try members.valueEnds(at: end)
             }
-            guard let kind else { throw Missing(member: "type") }
-            guard let payload else { throw Missing(member: "payload") }
+            guard let kind else { throw NotAnEnvelope(description: "The envelope has no \"type\" member.") }
+            guard let payload else { throw NotAnEnvelope(description: "The envelope has no \"payload\" member.") }
             return .init(type: kind, payload: payload, id: id)
         }
     }
 
     /// The `BenchPayload` whose object starts at `offset`.
     private static func payload(at offset: Int, in reader: JSONReader) throws -> BenchPayload {
-        var members = JSONMemberCursor(objectAt: offset, in: reader)
         var text: String?
         var seq: Int?
-        while let member = try members.next() {
-            let end = try reader.skipValue(at: member.value)
+        try forEachMember(ofObjectAt: offset, in: reader) { member, end in
             if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "text") {
                 text = try reader.string(at: member.value)
             } else if reader.plainNameEquals(at: member.nameStart, end: member.nameEnd, "seq") {
                 seq = try integer(from: member.value, to: end, in: reader)
             }
-            try members.valueEnds(at: end)
         }
-        guard let text else { throw Missing(member: "text") }
-        guard let seq else { throw Missing(member: "seq") }
+        guard let text, let seq else { throw NotAnEnvelope(description: "The payload lacks its \"text\" or its \"seq\" member.") }
         var payload = BenchPayload(size: 0, seq: seq)
         payload.text = text
         return payload
+    }
+
+    /// Calls `body` with each member of the object whose brace is at `offset`, and where its value
+    /// ends, checking the syntax around them.
+    private static func forEachMember(ofObjectAt offset: Int, in reader: JSONReader, _ body: (JSONMemberCursor.Member, Int) throws -> Void) throws {
+        var members = JSONMemberCursor(objectAt: offset, in: reader)
+        while let member = try members.next() {
+            let end = try reader.skipValue(at: member.value)
+            try body(member, end)
+            try members.valueEnds(at: end)
+        }
     }
 
     /// The integer written in `reader`'s bytes `start..<end`.
@@ -205,10 +209,11 @@ struct DirectCoder: BenchCoder {
         let negative = reader.byte(at: start) == UInt8(ascii: "-")
         var value = 0
         for index in (negative ? start + 1 : start)..<end {
-            guard let byte = reader.byte(at: index), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { throw Missing(member: "seq") }
-            let (times, overflowed) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflowedAgain) = times.addingReportingOverflow(Int(byte - UInt8(ascii: "0")))
-            guard !overflowed, !overflowedAgain else { throw Missing(member: "seq") }
+            guard let byte = reader.byte(at: index), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte),
+                  case let (times, false) = value.multipliedReportingOverflow(by: 10),
+                  case let (sum, false) = times.addingReportingOverflow(Int(byte - UInt8(ascii: "0"))) else {
+                throw NotAnEnvelope(description: "The payload's \"seq\" is not an integer that fits in an Int.")
+            }
             value = sum
         }
         return negative ? -value : value
