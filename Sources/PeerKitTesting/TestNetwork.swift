@@ -290,7 +290,7 @@ public final class TestNetwork: Sendable {
         }
         guard let moving = links.first(where: { $0.hasDueFrames || $0.hasBytesInFlight }) else { return nil }
         let names = state.withLockedValue { state in [moving.dialler, moving.acceptor].map { state.nodes[$0]?.name ?? "member \($0)" } }
-        return "bytes are on their way between \(names[0]) and \(names[1])"
+        return "bytes are on their way between \(names[0]) and \(names[1]), or their connection is closing"
     }
 
     /// Waits until `condition` holds, settling the network between checks. Throws
