@@ -17,6 +17,14 @@ RATIOS = [
     ("pk.tput.100.send", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
                           ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
                           ("JSON floor", "json.floor.100")]),
+    # With a payload type that writes and reads its own JSON (PeerPayloadCodable), against the same
+    # figure through Codable in the same rounds (issue 34, goal 2).
+    ("pk.tput.100.own", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
+                         ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
+                         ("Codable", "pk.tput.100")]),
+    ("pk.tput.100.send.own", [("raw", "raw.tput.100.single"), ("raw batched", "raw.tput.100.batched"),
+                              ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq JSON", "zmq.tput.100.json"),
+                              ("Codable", "pk.tput.100.send")]),
     ("pk.tput.64k", [("raw", "raw.tput.64k"), ("pyzmq", "zmq.tput.64k"), ("JSON floor", "json.floor.64k")]),
     ("pk.tput.4m", [("raw", "raw.tput.4m"), ("pyzmq", "zmq.tput.4m"), ("JSON floor", "json.floor.4m")]),
     ("pk.rtt.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
@@ -27,6 +35,10 @@ RATIOS = [
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
     ("pk.rtt.unpinned.p99", [("raw", "raw.rtt.unpinned.p99"), ("pyzmq", "zmq.rtt.bytes.unpinned.p99"),
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p99")]),
+    ("pk.rtt.own.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
+                               ("pyzmq JSON", "zmq.rtt.json.pinned.p50"), ("Codable", "pk.rtt.pinned.p50")]),
+    ("pk.rtt.own.unpinned.p50", [("raw", "raw.rtt.unpinned.p50"), ("pyzmq", "zmq.rtt.bytes.unpinned.p50"),
+                                 ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("Codable", "pk.rtt.unpinned.p50")]),
     ("pk.rtt.loop.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
                                 ("pyzmq JSON", "zmq.rtt.json.pinned.p50")]),
     ("pk.rtt.loop.unpinned.p50", [("raw", "raw.rtt.unpinned.p50"), ("pyzmq", "zmq.rtt.bytes.unpinned.p50"),
@@ -57,7 +69,8 @@ RATIOS += [(f"pk.sec.{mode}.{what}", [("plaintext", f"pk.sec.none.{what}")])
            for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
 # What resumable sessions cost (issue 34's goal 5): on against off, in the same run.
 RATIOS += [(f"pk.sess.on.{what}", [("sessions off", f"pk.sess.off.{what}")]) for what in ("tput.100", "rtt.p50", "rtt.p99")]
-RATIO_COLUMNS = ["raw", "raw batched", "raw mesh", "NIO mesh", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "no Codable", "plaintext", "sessions off"]
+RATIO_COLUMNS = ["raw", "raw batched", "raw mesh", "NIO mesh", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "no Codable",
+                 "Codable", "plaintext", "sessions off"]
 
 # The issues' targets: (key, description, check on the figures → (met, where it stands)).
 TARGETS = [
@@ -103,6 +116,12 @@ TARGETS = [
      lambda f: ratio_target(f, "pk.tput.100.send", "zmq.tput.100.bytes", lambda r: r >= 0.35)),
     ("pk.tput.100.send", "≥ 2× pyzmq PUSH/PULL send_json (issue 34)",
      lambda f: ratio_target(f, "pk.tput.100.send", "zmq.tput.100.json", lambda r: r >= 2)),
+    ("pk.tput.100.own", "≥ 0.35× pyzmq PUSH/PULL bytes, own payload coding (issue 34)",
+     lambda f: ratio_target(f, "pk.tput.100.own", "zmq.tput.100.bytes", lambda r: r >= 0.35)),
+    ("pk.tput.100.send.own", "≥ 0.35× pyzmq PUSH/PULL bytes, own payload coding (issue 34)",
+     lambda f: ratio_target(f, "pk.tput.100.send.own", "zmq.tput.100.bytes", lambda r: r >= 0.35)),
+    ("pk.rtt.own.pinned.p50", "≤ 1.0× pyzmq REQ/REP, own payload coding (one core; issue 34)",
+     lambda f: ratio_target(f, "pk.rtt.own.pinned.p50", "zmq.rtt.bytes.pinned.p50", lambda r: r <= 1.0)),
     ("pk.mesh.64.exchange", "≤ 50 µs of CPU, both ends (issue 34)",
      lambda f: absolute_target(f, "pk.mesh.64.exchange", lambda v: v <= 50)),
     ("pk.sess.on.tput.100", "≥ 0.95× sessions off (issue 32)",

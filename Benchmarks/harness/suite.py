@@ -150,25 +150,28 @@ class Suite:
     def service_type(self):
         return "b" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(10))
 
-    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast", security="none", sessions=False):
+    def peerkit_throughput(self, size, count, window, receivers=1, api="broadcast", security="none", sessions=False,
+                           own_coding=False):
         service = self.service_type()
+        own = own_coding_option(own_coding)
         result = pair([self.pkbench, "sink", "--receivers", str(receivers), "--ack-every", str(window // 2),
                        "--service-type", service, "--timeout", "120", *security_option(security),
-                       *sessions_option(sessions)],
+                       *sessions_option(sessions), *own],
                       [self.pkbench, "source", "--connect", "{ports}", "--size", str(size), "--count", str(count),
                        "--window", str(window), "--api", api, "--service-type", service, "--timeout", "120",
-                       *security_option(security), *sessions_option(sessions)],
+                       *security_option(security), *sessions_option(sessions), *own],
                       result_from="server", timeout=120)
         return result
 
-    def peerkit_rtt(self, pin, security="none", sessions=False, one_loop=False):
+    def peerkit_rtt(self, pin, security="none", sessions=False, one_loop=False, own_coding=False):
         service = self.service_type()
         loop = ["--one-loop"] if one_loop else []
+        own = own_coding_option(own_coding)
         return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120",
-                            *security_option(security), *sessions_option(sessions), *loop], pin),
+                            *security_option(security), *sessions_option(sessions), *loop, *own], pin),
                     pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
                             "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120",
-                            *security_option(security), *sessions_option(sessions), *loop], pin),
+                            *security_option(security), *sessions_option(sessions), *loop, *own], pin),
                     timeout=120)
 
     def peerkit_resource(self, size):
@@ -357,6 +360,13 @@ class Suite:
                    lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000)["msgsPerSec"]),
             single("pk.tput.100.send", "PeerKit 100 B one-way, send(_:to:)", "msgs/s",
                    lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, api="send")["msgsPerSec"]),
+            # The same with a payload type that writes and reads its own JSON (PeerPayloadCodable):
+            # what the protocol saves over Codable, in the same rounds.
+            single("pk.tput.100.own", "PeerKit 100 B one-way, broadcast, own payload coding", "msgs/s",
+                   lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, own_coding=True)["msgsPerSec"]),
+            single("pk.tput.100.send.own", "PeerKit 100 B one-way, send(_:to:), own payload coding", "msgs/s",
+                   lambda: self.peerkit_throughput(100, n(self.args.peerkit_messages), 20_000, api="send",
+                                                   own_coding=True)["msgsPerSec"]),
         ], runs)
         self.log("PeerKit 64 KiB and 4 MiB one-way")
         self.measure("pk.tput.64k", "PeerKit 64 KiB one-way", "MB/s", runs,
@@ -379,6 +389,9 @@ class Suite:
             specs.append(({f"pk.rtt.{label}.p50": (f"PeerKit request/reply p50, {label}", "µs", "p50us", True),
                            f"pk.rtt.{label}.p99": (f"PeerKit request/reply p99, {label}", "µs", "p99us", True)},
                           lambda pin=pin: self.peerkit_rtt(pin)))
+            specs.append(({f"pk.rtt.own.{label}.p50": (f"PeerKit request/reply p50, own payload coding, {label}", "µs", "p50us", True),
+                           f"pk.rtt.own.{label}.p99": (f"PeerKit request/reply p99, own payload coding, {label}", "µs", "p99us", True)},
+                          lambda pin=pin: self.peerkit_rtt(pin, own_coding=True)))
             specs.append(({f"pk.rtt.loop.{label}.p50": (f"PeerKit request/reply p50, one event loop, {label}", "µs", "p50us", True),
                            f"pk.rtt.loop.{label}.p99": (f"PeerKit request/reply p99, one event loop, {label}", "µs", "p99us", True)},
                           lambda pin=pin: self.peerkit_rtt(pin, one_loop=True)))
@@ -566,6 +579,11 @@ def security_option(security):
 def sessions_option(sessions):
     """peerkit-bench's --sessions flag (resumable sessions on); left out when off, as --security none is."""
     return ["--sessions"] if sessions else []
+
+
+def own_coding_option(own_coding):
+    """peerkit-bench's --own-coding flag (a payload type that writes and reads its own JSON); left out when off."""
+    return ["--own-coding"] if own_coding else []
 
 
 def one_line(completed):

@@ -31,6 +31,12 @@ struct CommonOptions: ParsableArguments {
     @Flag(help: "Run the transceiver, its handlers and ping's requests on one event loop (EventLoopTaskExecutor).")
     var oneLoop = false
 
+    /// Whether the payloads sent and received write and read their own JSON
+    /// (``OwnCodedBenchPayload``, `PeerPayloadCodable`) instead of going through `Codable`; the
+    /// bytes on the wire are the same, so processes may differ in this.
+    @Flag(help: "Send and receive a payload type that writes and reads its own JSON (PeerPayloadCodable) instead of Codable's.")
+    var ownCoding = false
+
     /// ``security`` as PeerKit's setting. The psk key is fixed, so that separate processes share it
     /// (loopback only: it protects nothing).
     var peerSecurity: PeerSecurity {

@@ -18,7 +18,11 @@ extension PeerKitBench {
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "echo",
                                                     discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
                                                     resumesSessions: common.sessions, oneLoop: common.oneLoop)
-            transceiver.respond(to: BenchPayload.self) { request, _ in request }
+            if common.ownCoding {
+                transceiver.respond(to: OwnCodedBenchPayload.self) { request, _ in request }
+            } else {
+                transceiver.respond(to: BenchPayload.self) { request, _ in request }
+            }
             let events = transceiver.events()
             try await transceiver.start()
             Report.emit(ReadyLine(port: transceiver.listeningPort ?? 0, ports: [transceiver.listeningPort ?? 0]))

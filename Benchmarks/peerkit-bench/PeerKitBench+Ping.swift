@@ -34,18 +34,28 @@ extension PeerKitBench {
                 Report.fail("No echo server connected at \(connect).")
             }
             let connectMilliseconds = ContinuousClock.now.seconds(since: connectBegin) * 1000
-            let template = BenchPayload(size: size, seq: 0)
+            let samples = common.ownCoding
+                ? try await roundTrips(OwnCodedBenchPayload(size: size, seq: 0), with: transceiver, to: peer)
+                : try await roundTrips(BenchPayload(size: size, seq: 0), with: transceiver, to: peer)
+            var summary = LatencySummary(samples: samples)
+            summary.connectMs = connectMilliseconds
+            Report.emit(summary)
+            await transceiver.shutdown()
+        }
+
+        /// The round trips' times in µs: `warmup` untimed, then `count` timed requests of `template`.
+        private func roundTrips<Payload: BenchMessage>(_ template: Payload, with transceiver: PeerTransceiver, to peer: Peer) async throws -> [Double] {
             let timed = count, warmup = warmup
             // With --one-loop the requests are made from the transceiver's loop, as
             // EventLoopTaskExecutor's documentation shows; otherwise from the task's own thread.
-            let samples = try await withTaskExecutorPreference(common.oneLoop ? BenchTransceiver.oneLoop : nil) {
+            return try await withTaskExecutorPreference(common.oneLoop ? BenchTransceiver.oneLoop : nil) {
                 var samples: [Double] = []
                 samples.reserveCapacity(timed)
                 let clock = ContinuousClock()
                 for index in 0..<(warmup + timed) {
                     let begin = clock.now
                     let reply = try await transceiver.request(template.with(seq: index), to: peer,
-                                                              expecting: BenchPayload.self, timeout: .seconds(10))
+                                                              expecting: Payload.self, timeout: .seconds(10))
                     let end = clock.now
                     guard reply.seq == index else {
                         Report.fail("Request \(index) was answered with the reply to \(reply.seq).")
@@ -56,10 +66,6 @@ extension PeerKitBench {
                 }
                 return samples
             }
-            var summary = LatencySummary(samples: samples)
-            summary.connectMs = connectMilliseconds
-            Report.emit(summary)
-            await transceiver.shutdown()
         }
     }
 }

@@ -42,7 +42,11 @@ extension PeerKitBench {
                 let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "sink-\(index)",
                                                         discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
                                                     resumesSessions: common.sessions, oneLoop: common.oneLoop)
-                counter.install(on: transceiver)
+                if common.ownCoding {
+                    counter.install(on: transceiver, receiving: OwnCodedBenchPayload.self)
+                } else {
+                    counter.install(on: transceiver, receiving: BenchPayload.self)
+                }
                 transceiver.reportLostPeers(as: "sink-\(index)")
                 try await transceiver.start()
                 transceivers.append(transceiver)

@@ -61,7 +61,17 @@ extension PeerKitBench {
                 flow.acknowledge(ack.seq, from: sender.id)
             }
 
-            let template = BenchPayload(size: size, seq: 0)
+            if common.ownCoding {
+                try await sendAll(OwnCodedBenchPayload(size: size, seq: 0), with: transceiver, to: peers, flow: flow, sent: sent)
+            } else {
+                try await sendAll(BenchPayload(size: size, seq: 0), with: transceiver, to: peers, flow: flow, sent: sent)
+            }
+            await flow.waitForEnd()
+            await transceiver.shutdown()
+        }
+
+        /// Sends `count` copies of `template`, numbered, within the window, then the end marker.
+        private func sendAll<Payload: BenchMessage>(_ template: Payload, with transceiver: PeerTransceiver, to peers: [Peer], flow: SendWindow, sent: borrowing Mutex<Int>) async throws {
             // The options in locals: an `@Option`'s getter looks up generic metadata on every
             // read, which the loop would otherwise pay per message (about 2 % of the source's CPU).
             let window = window, api = api
@@ -73,11 +83,9 @@ extension PeerKitBench {
                 sent.withLock { $0 = seq + 1 }
             }
             try await Self.send(template.with(seq: BenchPayload.endOfRun), with: transceiver, to: peers, api: api)
-            await flow.waitForEnd()
-            await transceiver.shutdown()
         }
 
-        private static func send(_ payload: BenchPayload, with transceiver: PeerTransceiver, to peers: [Peer], api: API) async throws {
+        private static func send<Payload: BenchMessage>(_ payload: Payload, with transceiver: PeerTransceiver, to peers: [Peer], api: API) async throws {
             switch api {
             case .broadcast: transceiver.broadcast(payload)
             case .send: try await transceiver.send(payload, to: peers)

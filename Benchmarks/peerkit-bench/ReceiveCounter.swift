@@ -29,9 +29,9 @@ final class ReceiveCounter: Sendable {
         self.ackEvery = ackEvery
     }
 
-    /// Registers the counting handler on `transceiver`.
-    func install(on transceiver: PeerTransceiver) {
-        transceiver.receive(BenchPayload.self) { [self] payload, sender in
+    /// Registers the counting handler on `transceiver`, for payloads of type `Payload`.
+    func install<Payload: BenchMessage>(on transceiver: PeerTransceiver, receiving: Payload.Type) {
+        transceiver.receive(Payload.self) { [self] payload, sender in
             let (ack, result) = record(payload)
             if let ack {
                 do {
@@ -64,7 +64,7 @@ final class ReceiveCounter: Sendable {
     }
 
     /// Counts `payload`; returns the `seq` to acknowledge, if any, and the result once the run ends.
-    private func record(_ payload: BenchPayload) -> (ack: Int?, result: Result?) {
+    private func record(_ payload: some BenchMessage) -> (ack: Int?, result: Result?) {
         let now = ContinuousClock.now
         return state.withLock { state in
             if state.first == nil { state.first = now }

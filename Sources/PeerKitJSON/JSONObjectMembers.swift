@@ -54,18 +54,33 @@ struct JSONObjectMembers {
 
     /// Where the value of the first member named `name` starts, or nil.
     func valueOffset(forName name: String) -> Int? {
-        document.count(1)
         if let firstByName {
+            document.count(1)
             return firstByName[name].map { members[$0].value }
         }
         var name = name
-        return name.withUTF8 { utf8 -> Int? in
-            let nameIsPlain = unsafe Self.isPlain(UnsafeRawBufferPointer(utf8), 0, utf8.count)
-            for member in members where unsafe matches(member, utf8, nameIsPlain: nameIsPlain) {
-                return member.value
-            }
-            return nil
+        return name.withUTF8 { utf8 in unsafe valueOffset(forUTF8: utf8) }
+    }
+
+    /// Where the value of the first member named `name` starts, or nil: for a name spelt in
+    /// the source, without making a `String` of it unless the object is a large one.
+    func valueOffset(forName name: StaticString) -> Int? {
+        if let firstByName {
+            document.count(1)
+            return firstByName[name.description].map { members[$0].value }
         }
+        return name.withUTF8Buffer { utf8 in unsafe valueOffset(forUTF8: utf8) }
+    }
+
+    /// Where the value of the first member whose name is the UTF-8 text `name` starts, or nil,
+    /// searching in order (objects without a hash table).
+    private func valueOffset(forUTF8 name: UnsafeBufferPointer<UInt8>) -> Int? {
+        document.count(1)
+        let nameIsPlain = unsafe Self.isPlain(UnsafeRawBufferPointer(name), 0, name.count)
+        for member in members where unsafe matches(member, name, nameIsPlain: nameIsPlain) {
+            return member.value
+        }
+        return nil
     }
 
     /// The distinct names, in the order they first appear.

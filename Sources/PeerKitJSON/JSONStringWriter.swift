@@ -20,13 +20,25 @@ package enum JSONStringWriter {
     package static func write(_ string: String, into buffer: inout ByteBuffer, prefix: StaticString, suffix: StaticString) {
         var string = string
         string.withUTF8 { utf8 in
-            let raw = UnsafeRawBufferPointer(utf8)
-            let firstSpecial = unsafe JSONStringScan.firstSpecialByte(in: raw, from: 0, to: raw.count)
-            if firstSpecial == raw.count {
-                unsafe writePlain(raw, into: &buffer, prefix: prefix, suffix: suffix)
-            } else {
-                unsafe writeEscaped(raw, firstSpecial: firstSpecial, into: &buffer, prefix: prefix, suffix: suffix)
-            }
+            unsafe write(UnsafeRawBufferPointer(utf8), into: &buffer, prefix: prefix, suffix: suffix)
+        }
+    }
+
+    /// Writes `prefix`, the text `string` as a JSON string literal, then `suffix`: for a name
+    /// spelt in the source, such as a member's key.
+    package static func write(_ string: StaticString, into buffer: inout ByteBuffer, prefix: StaticString, suffix: StaticString) {
+        string.withUTF8Buffer { utf8 in
+            unsafe write(UnsafeRawBufferPointer(utf8), into: &buffer, prefix: prefix, suffix: suffix)
+        }
+    }
+
+    /// Writes `prefix`, the UTF-8 text `raw` as a JSON string literal, then `suffix`.
+    private static func write(_ raw: UnsafeRawBufferPointer, into buffer: inout ByteBuffer, prefix: StaticString, suffix: StaticString) {
+        let firstSpecial = unsafe JSONStringScan.firstSpecialByte(in: raw, from: 0, to: raw.count)
+        if firstSpecial == raw.count {
+            unsafe writePlain(raw, into: &buffer, prefix: prefix, suffix: suffix)
+        } else {
+            unsafe writeEscaped(raw, firstSpecial: firstSpecial, into: &buffer, prefix: prefix, suffix: suffix)
         }
     }
 

@@ -43,9 +43,14 @@ struct JSONValue {
 
     /// The keyed container of this object, whose members' paths start with `path` (this value's).
     func container<Key: CodingKey>(keyedBy type: Key.Type, path: JSONCodingPath?) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(JSONKeyedContainer<Key>(path: path, members: try objectMembers()))
+    }
+
+    /// The members of this object, indexed; a value of another kind throws what a keyed
+    /// container of it throws.
+    func objectMembers() throws -> JSONObjectMembers {
         try expect(UInt8(ascii: "{"), [String: Any].self)
-        let members = try syntax { () throws(JSONSyntaxError) in try JSONObjectMembers(objectAt: offset, in: document) }
-        return KeyedDecodingContainer(JSONKeyedContainer<Key>(path: path, members: members))
+        return try syntax { () throws(JSONSyntaxError) in try JSONObjectMembers(objectAt: offset, in: document) }
     }
 
     /// The unkeyed container of this array, whose elements' paths start with `path` (this value's).

@@ -33,16 +33,24 @@ package enum PayloadDecoder {
     /// rather than returned with the value: a `(T, Int)` result of the generic closure below made
     /// the runtime look up the tuple's metadata on every decode.
     private static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool, longStringEnds: [Int: Int], work: inout Int) throws -> T {
+        try withDocument(payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds) { document, start in
+            let value = try JSONValue(document: document, offset: start).decodeValue(T.self)
+            work = document.work
+            return value
+        }
+    }
+
+    /// Calls `body` with the document of `payload`, its syntax checked unless `syntaxChecked`,
+    /// and where its value starts. The document reads the payload's bytes in place, so it is
+    /// valid only inside `body`.
+    static func withDocument<R>(_ payload: ByteBuffer, syntaxChecked: Bool, longStringEnds: [Int: Int], _ body: (JSONDocument, Int) throws -> R) throws -> R {
         try unsafe payload.withUnsafeReadableBytes { bytes in
             let reader = unsafe JSONReader(bytes: bytes)
             let start = reader.skipWhitespace(from: 0)
             if !syntaxChecked {
                 try checkSyntax(reader, from: start)
             }
-            let document = JSONDocument(reader: reader, longStringEnds: syntaxChecked ? longStringEnds : [:])
-            let value = try JSONValue(document: document, offset: start).decodeValue(T.self)
-            work = document.work
-            return value
+            return try body(JSONDocument(reader: reader, longStringEnds: syntaxChecked ? longStringEnds : [:]), start)
         }
     }
 

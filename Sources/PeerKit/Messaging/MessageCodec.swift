@@ -24,10 +24,29 @@ struct EncodedMessage: Sendable {
     /// Encodes `value` (with ``PayloadEncoder``) straight into the frame that `frame()` returns,
     /// a buffer started with room for `capacity` bytes.
     init<T: Encodable>(type: String, encoding value: T, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+        try self.init(type: type, capacity: capacity, allocator: allocator) { frame in
+            try PayloadEncoder.encode(value, appendingTo: consume frame)
+        }
+    }
+
+    /// Writes `value`'s payload with its own ``PeerPayloadEncodable/encode(to:)`` straight into
+    /// the frame that `frame()` returns, a buffer started with room for `capacity` bytes.
+    init<T: PeerPayloadEncodable>(type: String, writing value: T, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+        try self.init(type: type, capacity: capacity, allocator: allocator) { frame in
+            var payload = PayloadWriter(appendingTo: consume frame)
+            try value.encode(to: &payload)
+            return try payload.finish()
+        }
+    }
+
+    /// The message whose payload `writePayload` appends to the frame it is given, after the
+    /// envelope's head.
+    private init(type: String, capacity: Int, allocator: ByteBufferAllocator, writePayload: (consuming ByteBuffer) throws -> ByteBuffer) throws {
         var frame = allocator.buffer(capacity: capacity)
         let lengthIndex = EnvelopeEncoder.writeHead(type: type, id: nil, replyTo: nil, into: &frame)
         let payloadStart = frame.writerIndex
-        frame = try PayloadEncoder.encode(value, appendingTo: consume frame)
+        // `consume`: the frame is then referenced once, so writing to it copies nothing.
+        frame = try writePayload(consume frame)
         let payloadEnd = frame.writerIndex
         EnvelopeEncoder.writeTail(lengthIndex: lengthIndex, into: &frame)
         if capacity > WireKey.minimumFrameCapacity, frame.readableBytes * 2 < frame.capacity {
@@ -70,7 +89,12 @@ enum MessageCodec {
             throw PeerKitError.encodingFailed(type: type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
         do {
-            let message = try EncodedMessage(type: type, encoding: value, capacity: key.frameCapacity)
+            let message: EncodedMessage
+            if key.writesOwnPayload, let value = value as? any PeerPayloadEncodable {
+                message = try EncodedMessage(type: type, writing: value, capacity: key.frameCapacity)
+            } else {
+                message = try EncodedMessage(type: type, encoding: value, capacity: key.frameCapacity)
+            }
             if let bytes = message.plainFrameBytes { key.noteFrame(bytes: bytes) }
             return message
         } catch {
@@ -86,17 +110,52 @@ enum MessageCodec {
         return EncodedMessage(type: type, payload: payload)
     }
 
-    /// Decodes a payload as `T` (with ``PayloadDecoder``, which reads the bytes in place).
+    /// Decodes a payload as `T` (with ``PayloadDecoder``, which reads the bytes in place, or with
+    /// `T`'s own ``PeerPayloadDecodable/init(from:)``).
     ///
     /// - Parameter syntaxChecked: true for payloads out of ``EnvelopeParser``, which checked them.
     static func decode<T: Decodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool = false) throws -> T {
-        try withDecodingErrors(T.self) { try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked) }
+        if let reading = T.self as? any PeerPayloadDecodable.Type, let value = try read(reading, from: payload, syntaxChecked: syntaxChecked) as? T {
+            return value
+        }
+        return try withDecodingErrors(T.self) { try PayloadDecoder.decode(T.self, from: payload, syntaxChecked: syntaxChecked) }
     }
 
     /// Decodes the payload of `envelope`, out of ``EnvelopeParser``, as `T`, with what the
     /// envelope scan learnt about it (its syntax is checked; where its long strings end).
     static func decode<T: Decodable>(_ type: T.Type, from envelope: Envelope) throws -> T {
         try withDecodingErrors(T.self) { try envelope.decodePayload(T.self) }
+    }
+
+    /// What decodes `T`'s payloads out of ``EnvelopeParser``: `T`'s own
+    /// ``PeerPayloadDecodable/init(from:)`` when it has one, else ``decode(_:from:)-(_,Envelope)``.
+    /// Worked out once, where a handler is registered, so that each message pays no dynamic cast.
+    static func decoder<T: Decodable & SendableMetatype>(for type: T.Type) -> @Sendable (Envelope) throws -> T {
+        if let reading = T.self as? any PeerPayloadDecodable.Type, let decode = ownDecoder(reading, as: T.self) {
+            return decode
+        }
+        return { envelope in try decode(T.self, from: envelope) }
+    }
+
+    /// The decoder of payloads of `Own`, a type that reads its own, as a decoder of `T`, which
+    /// is `Own` (nil if it is not). The cast is made here, where `Own` is a type: out of a call
+    /// with an existential, the closure's result would be erased to the protocol, and the cast
+    /// would fail.
+    private static func ownDecoder<Own: PeerPayloadDecodable, T>(_ type: Own.Type, as: T.Type) -> (@Sendable (Envelope) throws -> T)? {
+        let decode: @Sendable (Envelope) throws -> Own = { envelope in
+            try read(Own.self, from: envelope.payload, syntaxChecked: true, longStringEnds: envelope.payloadStringEnds)
+        }
+        return decode as? @Sendable (Envelope) throws -> T
+    }
+
+    /// Decodes a payload with `T`'s own ``PeerPayloadDecodable/init(from:)``, errors as for
+    /// `Decodable` types.
+    private static func read<T: PeerPayloadDecodable>(_ type: T.Type, from payload: ByteBuffer, syntaxChecked: Bool, longStringEnds: [Int: Int] = [:]) throws -> T {
+        try withDecodingErrors(T.self) {
+            try JSONObjectReader.read(payload, syntaxChecked: syntaxChecked, longStringEnds: longStringEnds) { object in
+                try T(from: PayloadReader(object: object))
+            }
+        }
     }
 
     /// The result of `decode`, with its errors as ``PeerKitError/payloadDecodingFailed(type:reason:)``.

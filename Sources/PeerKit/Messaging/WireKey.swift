@@ -7,7 +7,7 @@ func wireKey<T>(of type: T.Type) -> WireKey {
     if let known = WireKeyCache.keys.withLockedValue({ $0[id] }) {
         return known
     }
-    let key = WireKey(name: (type as? any PeerMessage.Type)?.messageType ?? String(describing: type))
+    let key = WireKey(name: (type as? any PeerMessage.Type)?.messageType ?? String(describing: type), writesOwnPayload: type is any PeerPayloadEncodable.Type)
     return WireKeyCache.keys.withLockedValue { keys in
         // Another thread may have made it meanwhile: every caller gets the same one.
         if let known = keys[id] { return known }
@@ -29,11 +29,15 @@ final class WireKey: Sendable {
     let name: String
     /// Whether the key starts with `peerkit.`, which only the protocol's own frames may.
     let isReserved: Bool
+    /// Whether the type is ``PeerPayloadEncodable``: its values are cast to that and write their
+    /// own payloads, and values of other types pay no cast.
+    let writesOwnPayload: Bool
     private let lastFrameBytes = Atomic<Int>(0)
 
-    init(name: String) {
+    init(name: String, writesOwnPayload: Bool = false) {
         self.name = name
         self.isReserved = name.hasPrefix(EnvelopeType.reservedPrefix)
+        self.writesOwnPayload = writesOwnPayload
     }
 
     /// The capacity to start this type's next frame with: the last one's size and an eighth

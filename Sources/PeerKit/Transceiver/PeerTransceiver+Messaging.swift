@@ -17,8 +17,9 @@ extension PeerTransceiver {
     public func receive<T: Decodable & SendableMetatype>(_ type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async -> Void) {
         let key = peerMessageType(of: T.self)
         _ = metrics.usedType(key)  // from now on, messages of this key are counted under it
+        let decode = MessageCodec.decoder(for: T.self)
         registry.register(key, .init { envelope, sender in
-            let value = try MessageCodec.decode(T.self, from: envelope)
+            let value = try decode(envelope)
             await handler(value, sender)
             return nil
         })
@@ -36,8 +37,9 @@ extension PeerTransceiver {
     public func respond<T: Decodable & SendableMetatype, R: Encodable & SendableMetatype>(to type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) async throws -> R) {
         let key = peerMessageType(of: T.self)
         _ = metrics.usedType(key)  // from now on, messages of this key are counted under it
+        let decode = MessageCodec.decoder(for: T.self)
         registry.register(key, .init { envelope, sender in
-            let value = try MessageCodec.decode(T.self, from: envelope)
+            let value = try decode(envelope)
             let reply = try await handler(value, sender)
             return try MessageCodec.encode(reply)
         })
