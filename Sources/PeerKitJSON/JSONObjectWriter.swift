@@ -39,7 +39,7 @@ package struct JSONObjectWriter {
 
     /// A writer that opens an object after the bytes `buffer` holds.
     package init(appendingTo buffer: consuming ByteBuffer) {
-        self.buffer = buffer
+        self.buffer = consume buffer
         self.buffer.writeInteger(UInt8(ascii: "{"))
     }
 
@@ -101,11 +101,22 @@ package struct JSONObjectWriter {
             // Into a buffer of its own: the encoder takes its buffer, and would not hand it back
             // when it throws.
             buffer.writeImmutableBuffer(try PayloadEncoder.encode(value))
+        } catch let error as EncodingError {
+            restore(mark)
+            throw Self.error(error, under: key)
         } catch {
             restore(mark)
             throw error
         }
         endMember(mark)
+    }
+
+    /// `error`, thrown by a value encoded on its own, with its path starting at `key`, as when the
+    /// value is encoded as a member of its object.
+    private static func error(_ error: EncodingError, under key: StaticString) -> EncodingError {
+        guard case let .invalidValue(value, context) = error else { return error }
+        return .invalidValue(value, .init(codingPath: [JSONStaticKey(key)] + context.codingPath,
+                                          debugDescription: context.debugDescription, underlyingError: context.underlyingError))
     }
 
     // MARK: Names

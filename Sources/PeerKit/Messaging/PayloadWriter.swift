@@ -13,7 +13,7 @@ public struct PayloadWriter {
     var object: JSONObjectWriter
 
     init(appendingTo buffer: consuming ByteBuffer) {
-        object = JSONObjectWriter(appendingTo: buffer)
+        object = JSONObjectWriter(appendingTo: consume buffer)
     }
 
     /// Closes the object and returns the buffer.

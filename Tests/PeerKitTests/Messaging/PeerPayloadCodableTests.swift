@@ -255,6 +255,33 @@ struct PeerPayloadCodableTests {
         }
     }
 
+    struct Readings: Codable, PeerMessage {
+        static var messageType: String { "Readings" }
+        var values: [String: Double]
+    }
+
+    struct OwnReadings: PeerPayloadEncodable, PeerMessage {
+        static var messageType: String { "Readings" }
+        var values: [String: Double]
+        func encode(to payload: inout PayloadWriter) throws { try payload.write(values, forKey: "values") }
+    }
+
+    @Test("a nested value that cannot be encoded fails with the error Codable gives, its path included")
+    func nestedFailureReadsAlike() {
+        func failure(_ encode: () throws -> EncodedMessage) -> String {
+            do {
+                _ = try encode()
+                return "encoded"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let codable = failure { try MessageCodec.encode(Readings(values: ["x": .infinity])) }
+        let own = failure { try MessageCodec.encode(OwnReadings(values: ["x": .infinity])) }
+        #expect(codable.contains("values.x"), "\(codable)")
+        #expect(own == codable)
+    }
+
     // MARK: Between peers
 
     struct Note: Codable, Equatable, PeerMessage {
