@@ -57,55 +57,49 @@ package struct JSONObjectWriter {
     // MARK: Members
 
     package mutating func write(_ value: String, forKey key: StaticString) {
-        guard let mark = beginMember(key) else { return }
-        JSONStringWriter.write(value, into: &buffer)
-        endMember(mark)
+        member(key) { JSONStringWriter.write(value, into: &$0) }
     }
 
     package mutating func write(_ value: Bool, forKey key: StaticString) {
-        guard let mark = beginMember(key) else { return }
-        JSONScalar.writeBool(value, into: &buffer)
-        endMember(mark)
+        member(key) { JSONScalar.writeBool(value, into: &$0) }
     }
 
     package mutating func write(_ value: Int64, forKey key: StaticString) {
-        guard let mark = beginMember(key) else { return }
-        JSONScalar.writeInteger(value, into: &buffer)
-        endMember(mark)
+        member(key) { JSONScalar.writeInteger(value, into: &$0) }
     }
 
     package mutating func write(_ value: UInt64, forKey key: StaticString) {
-        guard let mark = beginMember(key) else { return }
-        JSONScalar.writeInteger(value, into: &buffer)
-        endMember(mark)
+        member(key) { JSONScalar.writeInteger(value, into: &$0) }
     }
 
     /// Writes a finite number as `JSONEncoder` does; throws `EncodingError.invalidValue` for
     /// infinities and NaN, which JSON cannot hold, and leaves nothing of the member behind.
     package mutating func write<T: BinaryFloatingPoint & LosslessStringConvertible>(_ value: T, forKey key: StaticString) throws {
-        guard let mark = beginMember(key) else { return }
-        do {
-            try JSONScalar.writeFloatingPoint(value, into: &buffer, codingPath: [JSONStaticKey(key)])
-        } catch {
-            restore(mark)
-            throw error
-        }
-        endMember(mark)
+        try member(key) { try JSONScalar.writeFloatingPoint(value, into: &$0, codingPath: [JSONStaticKey(key)]) }
     }
 
     /// Writes any other `Encodable` value (with ``PayloadEncoder``); a value whose encoding
     /// throws leaves nothing of the member behind.
     package mutating func write<T: Encodable>(_ value: T, forKey key: StaticString) throws {
+        try member(key) { buffer in
+            do {
+                // Into a buffer of its own: the encoder takes its buffer, and would not hand it
+                // back when it throws.
+                buffer.writeImmutableBuffer(try PayloadEncoder.encode(value))
+            } catch let error as EncodingError {
+                throw Self.error(error, under: key)
+            }
+        }
+    }
+
+    /// Writes member `key` with `writeValue` writing its value; when `writeValue` throws, takes
+    /// back what was written of the member.
+    private mutating func member(_ key: StaticString, _ writeValue: (inout ByteBuffer) throws -> Void) rethrows {
         guard let mark = beginMember(key) else { return }
         do {
-            // Into a buffer of its own: the encoder takes its buffer, and would not hand it back
-            // when it throws.
-            buffer.writeImmutableBuffer(try PayloadEncoder.encode(value))
-        } catch let error as EncodingError {
-            restore(mark)
-            throw Self.error(error, under: key)
+            try writeValue(&buffer)
         } catch {
-            restore(mark)
+            buffer.moveWriterIndex(to: mark.writerIndex)
             throw error
         }
         endMember(mark)
@@ -155,11 +149,6 @@ package struct JSONObjectWriter {
             manyNames = names
         }
         count += 1
-    }
-
-    /// Takes back the member begun at `mark`.
-    private mutating func restore(_ mark: Mark) {
-        buffer.moveWriterIndex(to: mark.writerIndex)
     }
 
     /// Whether the name just written at `mark` is among the names written before. Names are

@@ -284,30 +284,37 @@ struct PeerPayloadCodableTests {
 
     // MARK: Between peers
 
-    struct Note: Codable, Equatable, PeerMessage {
-        static var messageType: String { "Note" }
-        var text: String
-        var seq: Int
+    /// The README's example, through `Codable`...
+    struct AddItemCommand: Codable, Equatable, PeerMessage {
+        static var messageType: String { "AddItemCommand" }
+        let title: String
+        let priority: Int
+        let note: String?
     }
 
-    struct OwnNote: PeerPayloadCodable, Equatable, PeerMessage {
-        static var messageType: String { "Note" }
-        var text: String
-        var seq: Int
+    /// ...and with its own payload coding, as the README and the DocC article write it.
+    struct OwnAddItemCommand: PeerPayloadCodable, Equatable, PeerMessage {
+        static var messageType: String { "AddItemCommand" }
+        let title: String
+        let priority: Int
+        let note: String?
 
-        init(text: String, seq: Int) {
-            self.text = text
-            self.seq = seq
+        init(title: String, priority: Int, note: String?) {
+            self.title = title
+            self.priority = priority
+            self.note = note
         }
 
         func encode(to payload: inout PayloadWriter) throws {
-            payload.write(text, forKey: "text")
-            payload.write(seq, forKey: "seq")
+            payload.write(title, forKey: "title")
+            payload.write(priority, forKey: "priority")
+            try payload.writeIfPresent(note, forKey: "note")
         }
 
         init(from payload: PayloadReader) throws {
-            text = try payload.read(String.self, forKey: "text")
-            seq = try payload.read(Int.self, forKey: "seq")
+            title = try payload.read(String.self, forKey: "title")
+            priority = try payload.read(Int.self, forKey: "priority")
+            note = try payload.readIfPresent(String.self, forKey: "note")
         }
     }
 
@@ -323,19 +330,22 @@ struct PeerPayloadCodableTests {
         let network = TestNetwork()
         let alice = try await network.startTransceiver(named: "alice")
         let bob = try await network.startTransceiver(named: "bob")
-        let bobsInbox = Inbox<Note>()
-        bob.receive(Note.self) { note, _ in bobsInbox.append(note) }
-        alice.respond(to: OwnNote.self) { note, _ in Note(text: note.text.uppercased(), seq: note.seq + 1) }
+        let bobsInbox = Inbox<AddItemCommand>()
+        bob.receive(AddItemCommand.self) { command, _ in bobsInbox.append(command) }
+        alice.respond(to: OwnAddItemCommand.self) { command, _ in
+            AddItemCommand(title: command.title.uppercased(), priority: command.priority + 1, note: command.note)
+        }
         try await network.waitUntilConnected(alice, bob)
 
-        try await alice.send(OwnNote(text: "a \"long\" note, é", seq: 1), to: alice.connectedPeers)
-        try await network.eventually("bob received alice's note") { bobsInbox.received.count == 1 }
-        #expect(bobsInbox.received == [Note(text: "a \"long\" note, é", seq: 1)])
+        try await alice.send(OwnAddItemCommand(title: "a \"long\" title, é", priority: 1, note: nil), to: alice.connectedPeers)
+        try await network.eventually("bob received alice's command") { bobsInbox.received.count == 1 }
+        #expect(bobsInbox.received == [AddItemCommand(title: "a \"long\" title, é", priority: 1, note: nil)])
 
         let peer = try #require(bob.connectedPeers.first)
-        async let reply = bob.request(OwnNote(text: "ask", seq: 41), to: peer, expecting: OwnNote.self, timeout: .seconds(10))
+        async let reply = bob.request(OwnAddItemCommand(title: "milk", priority: 41, note: "2 l"), to: peer,
+                                      expecting: OwnAddItemCommand.self, timeout: .seconds(10))
         await network.settle()
-        #expect(try await reply == OwnNote(text: "ASK", seq: 42))
+        #expect(try await reply == OwnAddItemCommand(title: "MILK", priority: 42, note: "2 l"))
         await network.shutdown()
     }
 }
