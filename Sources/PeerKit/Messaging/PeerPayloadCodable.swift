@@ -3,8 +3,8 @@
 ///
 /// PeerKit encodes every message with its `Encodable` conformance unless the type conforms to
 /// this protocol; then it calls ``encode(to:)`` instead, which writes the payload's members
-/// straight into the frame. A small message is written in about a quarter of the time, as it
-/// skips `Encodable`'s generic containers (see `Documentation/Performance.md`). The wire format
+/// straight into the frame, skipping `Encodable`'s generic containers: on a 100-byte message
+/// that saves about 0.35 µs of the sender's CPU (see `Documentation/Performance.md`). The wire format
 /// does not change: the payload is the same JSON object, and a peer decoding it through
 /// `Decodable` reads it as before.
 ///
@@ -39,7 +39,8 @@ public protocol PeerPayloadEncodable: Encodable {
 ///
 /// PeerKit decodes every message with its `Decodable` conformance unless the type conforms to
 /// this protocol; then it calls ``init(from:)`` instead, which reads the members where they lie
-/// in the frame. ``PayloadReader`` reads as `Decodable`'s keyed container does: keys in any
+/// in the frame (on a 100-byte message, about 0.43 µs less of the receiver's CPU).
+/// ``PayloadReader`` reads as `Decodable`'s keyed container does: keys in any
 /// order, unknown keys ignored, the first of repeated keys, and the same errors for a missing
 /// key or a value of the wrong type. See ``PeerPayloadEncodable`` for an example.
 ///
