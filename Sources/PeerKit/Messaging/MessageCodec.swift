@@ -159,7 +159,7 @@ enum MessageCodec {
     }
 
     /// The result of `decode`, with its errors as ``PeerKitError/payloadDecodingFailed(type:reason:)``.
-    private static func withDecodingErrors<T>(_ type: T.Type, _ decode: () throws -> T) throws -> T {
+    static func withDecodingErrors<T>(_ type: T.Type, _ decode: () throws -> T) throws -> T {
         do {
             return try decode()
         } catch let error as DecodingError {
@@ -186,5 +186,29 @@ enum MessageCodec {
         @unknown default:
             return "\(error)"
         }
+    }
+}
+
+/// Both codings of a ``PeerPayloadCodable`` type, for PeerKitTesting's `PayloadCodingCheck`, which
+/// holds a type's own coding to its `Codable` conformance.
+package enum PayloadCodings {
+    /// The payload `value` writes itself (``PeerPayloadEncodable/encode(to:)``).
+    package static func ownPayload<T: PeerPayloadEncodable>(of value: T) throws -> ByteBuffer {
+        try EncodedMessage(type: peerMessageType(of: T.self), writing: value).payload
+    }
+
+    /// The payload `value`'s `Encodable` conformance writes, as PeerKit encodes other types.
+    package static func codablePayload<T: Encodable>(of value: T) throws -> ByteBuffer {
+        try EncodedMessage(type: peerMessageType(of: T.self), encoding: value).payload
+    }
+
+    /// `payload` read by `T`'s own ``PeerPayloadDecodable/init(from:)``.
+    package static func readOwn<T: PeerPayloadDecodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
+        try MessageCodec.decode(T.self, from: payload)
+    }
+
+    /// `payload` read through `T`'s `Decodable` conformance, as PeerKit decodes other types.
+    package static func readCodable<T: Decodable>(_ type: T.Type, from payload: ByteBuffer) throws -> T {
+        try MessageCodec.withDecodingErrors(T.self) { try PayloadDecoder.decode(T.self, from: payload) }
     }
 }
