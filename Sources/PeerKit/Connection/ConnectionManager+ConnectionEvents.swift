@@ -147,15 +147,21 @@ extension ConnectionManager {
             run = index + 1..<index + 1
         }
         for index in envelopes.indices {
-            let envelope = envelopes[index]
-            if configuration.admission.hold(envelope, on: connection) {
+            // Read in place, `envelopes[index]`, not bound to a name: a binding copies the
+            // envelope (a retain and a release of each of its strings and its payload), and
+            // this runs for every message.
+            if configuration.admission.hold(envelopes[index], on: connection) {
                 endRun(at: index)
                 continue
             }
             // Only the protocol's own types (all `peerkit.…`) can be session control frames, and
             // only they are looked up in `passedUp`: an application's frame is told by one prefix.
-            let isProtocols = envelope.isControl
-            if numbers && isProtocols {
+            guard envelopes[index].isControl else {
+                run = run.lowerBound..<index + 1
+                continue
+            }
+            let envelope = envelopes[index]
+            if numbers {
                 let control: SessionFrame?
                 do throws(ConnectionStateMachine.Failure) {
                     control = try SessionFrame.parse(envelope)
@@ -172,8 +178,8 @@ extension ConnectionManager {
                     continue
                 }
             }
-            let isResource = isProtocols && envelope.type.hasPrefix(EnvelopeType.resourcePrefix)
-            guard isResource || (isProtocols && EnvelopeType.passedUp.contains(envelope.type)) else {
+            let isResource = envelope.type.hasPrefix(EnvelopeType.resourcePrefix)
+            guard isResource || EnvelopeType.passedUp.contains(envelope.type) else {
                 run = run.lowerBound..<index + 1
                 continue
             }
@@ -214,30 +220,30 @@ extension ConnectionManager {
                 // In place: the record is not copied (see PeerRecord.recordInSession).
                 let record = state.peers.index(forKey: peer.id)
                 for position in first..<frames.endIndex {
-                    let envelope = frames[position]
+                    // `frames[position]` in place, not bound to a name: see connection(_:received:).
                     let outcome: PeerRecord.Numbered?  // nil: held
-                    switch (numbered && SessionFrame.isNumbered(envelope), record) {
+                    switch (numbered && SessionFrame.isNumbered(frames[position]), record) {
                     case (true, nil):
                         outcome = .drop
                     case let (true, record?):
-                        let (numberedOutcome, held) = state.peers.values[record].receiveNumbered(envelope, on: connection)
+                        let (numberedOutcome, held) = state.peers.values[record].receiveNumbered(frames[position], on: connection)
                         outcome = held ? nil : numberedOutcome
                     case (false, nil):
                         outcome = .deliver(acknowledge: nil, armTimer: false)
                     case let (false, record?):
-                        let held = state.peers.values[record].holdInbound(envelope, on: connection)
+                        let held = state.peers.values[record].holdInbound(frames[position], on: connection)
                         outcome = held ? nil : .deliver(acknowledge: nil, armTimer: false)
                     }
                     if case let .deliver(acknowledged, arm) = outcome {
-                        if copy == nil { end = position + 1 } else { copy?.append(envelope) }
+                        if copy == nil { end = position + 1 } else { copy?.append(frames[position]) }
                         acknowledge = acknowledged ?? acknowledge
                         armTimer = armTimer || arm
                         continue
                     }
                     if copy == nil { copy = Array(frames[first..<end]) }
-                    if case .drop = outcome { dropped.append(envelope) }
+                    if case .drop = outcome { dropped.append(frames[position]) }
                     if case let .violation(reason) = outcome {
-                        violation = (envelope, reason)
+                        violation = (frames[position], reason)
                         return position + 1
                     }
                 }

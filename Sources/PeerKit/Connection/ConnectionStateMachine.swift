@@ -229,7 +229,7 @@ struct ConnectionStateMachine {
     }
 
     /// A frame arrived and parsed as an envelope.
-    mutating func frameReceived(_ envelope: Envelope, now: NIODeadline) -> Action {
+    mutating func frameReceived(_ envelope: consuming Envelope, now: NIODeadline) -> Action {
         lastHeard = now
         switch state {
         case let .closing(delivering):
@@ -248,7 +248,8 @@ struct ConnectionStateMachine {
         case .handshaking:
             return receiveHello(envelope)
         case .open:
-            guard envelope.isControl else { return .deliver(envelope) }
+            // Moved into the action, not copied: this is every message's way.
+            guard envelope.isControl else { return .deliver(consume envelope) }
             switch envelope.type {
             case EnvelopeType.ping:
                 return .send(.pong(replyTo: envelope.id))

@@ -150,8 +150,9 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         do {
             // The decoder passes a chunk frame up whole only when it is too short for its header.
             if ResourceChunkFrame.isChunk(frame) { _ = try ResourceChunkFrame.decode(frame) }
-            let envelope = try EnvelopeParser.parse(frame)
-            return stateMachine.frameReceived(envelope, now: burstNow(context))
+            // Handed over, not kept: the state machine takes the envelope (`consuming`) and
+            // moves a message into `.deliver` without a copy.
+            return stateMachine.frameReceived(try EnvelopeParser.parse(frame), now: burstNow(context))
         } catch {
             return stateMachine.frameRejected(error)
         }

@@ -417,9 +417,12 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// a tie-break's loser (which comes first) or held frames are being handed on: it joins
     /// ``heldInbound``, and the result is true. Called in place for every message
     /// (`state.peers.values[index].holdInbound(…)`, see ``outboxProbe()``).
-    mutating func holdInbound(_ envelope: Envelope, on connection: Connection) -> Bool {
+    ///
+    /// The envelope is taken only when it is held (`@autoclosure`): the common case, nothing held,
+    /// then costs no copy of it.
+    mutating func holdInbound(_ envelope: @autoclosure () -> Envelope, on connection: Connection) -> Bool {
         guard releasingInbound || link.holdsInbound(from: connection) else { return false }
-        heldInbound.append((envelope, connection, nil))
+        heldInbound.append((envelope(), connection, nil))
         return true
     }
 

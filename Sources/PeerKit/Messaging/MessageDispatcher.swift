@@ -49,22 +49,27 @@ final class MessageDispatcher: InboundMessageSink {
 
         var isEmpty: Bool { turns.isEmpty }
 
-        /// Queues `messages` of peer `id`, in order; returns how many, and whether the peer got
-        /// a turn it did not have.
-        mutating func append(contentsOf messages: some Sequence<Inbound>, of id: String) -> (count: Int, newTurn: Bool) {
+        /// Queues the messages among `envelopes` (those that are not replies) of `sender`, in
+        /// order; returns how many, and whether the peer got a turn it did not have.
+        mutating func append(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection) -> (count: Int, newTurn: Bool) {
             // One lookup of the peer's queue, in place.
-            let (count, wasEmpty) = Self.append(messages, to: &perPeer[id, default: []])
-            guard count > 0, wasEmpty, !parked.contains(id) else { return (count, false) }
-            turns.append(id)
+            let (count, wasEmpty) = Self.append(envelopes, from: sender, on: connection, to: &perPeer[sender.id, default: []])
+            guard count > 0, wasEmpty, !parked.contains(sender.id) else { return (count, false) }
+            turns.append(sender.id)
             turnsGiven &+= 1
             return (count, true)
         }
 
-        /// Appends `new` to `messages`; returns how many, and whether `messages` were empty.
-        private static func append(_ new: some Sequence<Inbound>, to messages: inout Deque<Inbound>) -> (count: Int, wasEmpty: Bool) {
+        /// Appends the messages among `envelopes` to `messages`; returns how many, and whether
+        /// `messages` were empty.
+        private static func append(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection,
+                                   to messages: inout Deque<Inbound>) -> (count: Int, wasEmpty: Bool) {
             let wasEmpty = messages.isEmpty
             let before = messages.count
-            messages.append(contentsOf: new)
+            // One copy of each envelope, into its message: a lazy filter and map would make two.
+            for index in envelopes.indices where envelopes[index].replyTo == nil {
+                messages.append(Inbound(envelope: envelopes[index], sender: sender, connection: connection))
+            }
             return (messages.count - before, wasEmpty)
         }
 
@@ -84,10 +89,17 @@ final class MessageDispatcher: InboundMessageSink {
                 turns.removeAll()
                 return perPeer.removeValue(forKey: id) ?? []
             }
-            var batch = Deque<Inbound>(minimumCapacity: MessageDispatcher.maximumBatch)
-            // In place, as in takeOneEach(); a Deque moves each message out, no copy.
-            for _ in 0..<MessageDispatcher.maximumBatch {
-                guard let message = perPeer[id]?.popFirst() else { break }
+            // One lookup of the peer's queue, in place, for the whole batch: its hash is worked
+            // out once, not once per message.
+            return Self.takeFirst(MessageDispatcher.maximumBatch, of: &perPeer[id, default: []])
+        }
+
+        /// Moves the first `count` messages of `messages` out, in order (a Deque moves each
+        /// message out, no copy).
+        private static func takeFirst(_ count: Int, of messages: inout Deque<Inbound>) -> Deque<Inbound> {
+            var batch = Deque<Inbound>(minimumCapacity: count)
+            for _ in 0..<count {
+                guard let message = messages.popFirst() else { break }
                 batch.append(message)
             }
             return batch
@@ -215,21 +227,22 @@ final class MessageDispatcher: InboundMessageSink {
     /// queued with one lock for all.
     func enqueue(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection) {
         var cost = 0
-        for envelope in envelopes {
-            metrics.receivedType(envelope.type).received(payloadBytes: envelope.payload.readableBytes)
-            if envelope.replyTo != nil {
-                if !pending.resolve(envelope, from: sender.id) {
-                    logger.debug("Dropped a \(LogSafe.text(envelope.type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
+        // By index, in place: `for envelope in envelopes` would copy each envelope (a retain and
+        // a release of each of its strings and its payload), and this runs for every message.
+        for index in envelopes.indices {
+            metrics.receivedType(envelopes[index].type).received(payloadBytes: envelopes[index].payload.readableBytes)
+            if envelopes[index].replyTo != nil {
+                if !pending.resolve(envelopes[index], from: sender.id) {
+                    logger.debug("Dropped a \(LogSafe.text(envelopes[index].type, maximumBytes: 80)) reply from \(sender) that no request is waiting for.")
                 }
             } else {
-                cost += PeerConnectionHandler.cost(of: envelope)
+                cost += PeerConnectionHandler.cost(of: envelopes[index])
             }
         }
         guard cost > 0 else { return }
         let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<Round, Never>, Round)?) in
             guard !queue.finished else { return (false, nil) }
-            let messages = envelopes.lazy.filter { $0.replyTo == nil }.map { Inbound(envelope: $0, sender: sender, connection: connection) }
-            let (count, newTurn) = queue.append(contentsOf: messages, of: sender.id)
+            let (count, newTurn) = queue.append(envelopes, from: sender, on: connection)
             if newTurn { turnsGiven.store(queue.turnsGiven, ordering: .releasing) }
             unfinished.add(count, ordering: .releasing)
             // A parked peer's message gives it no turn: the dispatcher has nothing new to do.
@@ -265,6 +278,8 @@ final class MessageDispatcher: InboundMessageSink {
     func run() async {
         running.store(true, ordering: .releasing)
         defer { running.store(false, ordering: .releasing) }
+        // The last message's handler, for the next one of the same type (MessageRegistry.Found).
+        var handlerFound: MessageRegistry.Found?
         while true {
             var round = await nextRound()
             if round.isFinished { return }
@@ -287,7 +302,7 @@ final class MessageDispatcher: InboundMessageSink {
                 let message = round.messages.removeFirst()
                 switch outbound?.outboxState(of: message.sender.id) ?? .room {
                 case .room:
-                    await handle(message, outbound: outbound)
+                    await handle(message, outbound: outbound, handlerFound: &handlerFound)
                 case .full:
                     // Not now: the peer is not reading what we made for it already. Its turn
                     // comes back when its outbox drains (``outboxHasRoom()``); in a one-peer
@@ -306,12 +321,12 @@ final class MessageDispatcher: InboundMessageSink {
                         if round.onePeer { break messages }
                         continue
                     }
-                    await handle(message, outbound: outbound)
+                    await handle(message, outbound: outbound, handlerFound: &handlerFound)
                 case .disconnected:
                     if message.envelope.id != nil {
                         logger.debug("Dropped a \(LogSafe.text(message.envelope.type, maximumBytes: 80)) request from \(message.sender), which disconnected before it was handled.")
                     } else {
-                        await handle(message, outbound: outbound)
+                        await handle(message, outbound: outbound, handlerFound: &handlerFound)
                     }
                 }
                 credit(message)
@@ -368,7 +383,7 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// Runs `message`'s handler and sends its reply. On ``run()``'s executor (`nonisolated(nonsending)`):
     /// a plain `async` method would switch executors on each call, to the one it already runs on.
-    nonisolated(nonsending) private func handle(_ message: Inbound, outbound: (any PeerOutbound)?) async {
+    nonisolated(nonsending) private func handle(_ message: Inbound, outbound: (any PeerOutbound)?, handlerFound: inout MessageRegistry.Found?) async {
         let envelope = message.envelope
         if let group = envelope.group, !groups.isMember(group) {
             // Sent to a group this side has left (the sender had not heard yet): not delivered.
@@ -378,7 +393,7 @@ final class MessageDispatcher: InboundMessageSink {
             }
             return
         }
-        guard let handler = registry.handler(for: envelope.type) else {
+        guard let handler = registry.handler(for: envelope.type, reusing: &handlerFound) else {
             let error = PeerKitError.noHandler(type: envelope.type)
             if let id = envelope.id {
                 replyWithError(error.description, to: id, of: message, outbound: outbound)

@@ -154,6 +154,34 @@ struct MessageDispatcherTests {
         await dispatcher.run()
         #expect(!flooder.isReadingPaused)
     }
+
+    @Test("a handler registered or removed while messages of its type are handled applies from the next message on")
+    func handlerReplacedMidStream() async {
+        // The dispatcher keeps the last message's handler for the next of the same type
+        // (MessageRegistry.Found); a change to the registry must end that at once.
+        let registry = MessageRegistry()
+        let handled = NIOLockedValueBox<[String]>([])
+        let second = MessageRegistry.Handler { envelope, _ in
+            let text = String(buffer: envelope.payload)
+            handled.withLockedValue { $0.append("second \(text)") }
+            if text == #"{"n":4}"# { registry.remove("Note") }
+            return nil
+        }
+        registry.register("Note", .init { envelope, _ in
+            let text = String(buffer: envelope.payload)
+            handled.withLockedValue { $0.append("first \(text)") }
+            if text == #"{"n":2}"# { registry.register("Note", second) }
+            return nil
+        })
+        let dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)), logger: Logger(label: "test")) { _ in }
+        let a = Peer(id: "A", name: "a", isConnected: true), on = connection()
+        for n in 0..<7 { dispatcher.enqueue(envelope("Note", n), from: a, on: on) }
+        dispatcher.finish()
+        await dispatcher.run()
+        #expect(handled.withLockedValue { $0 } == [
+            #"first {"n":0}"#, #"first {"n":1}"#, #"first {"n":2}"#, #"second {"n":3}"#, #"second {"n":4}"#,
+        ])
+    }
 }
 
 @Suite("Pending requests (no sockets)")
