@@ -226,7 +226,8 @@ extension ConnectionManager {
                     case (true, nil):
                         outcome = .drop
                     case let (true, record?):
-                        let (numberedOutcome, held) = state.peers.values[record].receiveNumbered(frames[position], on: connection)
+                        let bytes = PeerRecord.sessionBytes(of: frames[position])
+                        let (numberedOutcome, held) = state.peers.values[record].receiveNumbered(frames[position], bytes: bytes, on: connection)
                         outcome = held ? nil : numberedOutcome
                     case (false, nil):
                         outcome = .deliver(acknowledge: nil, armTimer: false)

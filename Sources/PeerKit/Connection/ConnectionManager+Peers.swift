@@ -75,7 +75,7 @@ extension ConnectionManager {
         while true {
             let destination = state.withLockedValue { state -> PeerLink.Destination in
                 guard state.running, let index = state.peers.index(forKey: peer.id) else { return .none }
-                return state.peers.values[index].link.destination
+                return state.peer(at: index) { $0.link.destination }
             }
             switch destination {
             case let .connection(connection):
@@ -176,7 +176,7 @@ extension ConnectionManager {
             while next != state.peers.endIndex {
                 let index = next
                 state.peers.formIndex(after: &next)
-                if state.peers.values[index].sessionEndsAtBound {
+                if state.peer(at: index, { $0.sessionEndsAtBound }) {
                     sessionsToEnd.append(state.peers.keys[index])
                     continue
                 }

@@ -65,12 +65,14 @@ extension ConnectionManager {
     /// ``SessionSend/noSession``: nothing was changed.
     func recordSessionFrame(_ frame: ByteBuffer, at index: Dictionary<String, PeerRecord>.Index, canWait: Bool, shared: Bool, state: inout State) -> SessionSend {
         // In place (see PeerRecord.recordInSession): no copy of the record is held meanwhile.
-        guard let recorded = state.peers.values[index].recordInSession(frame, charged: !shared) else { return .noSession }
-        switch recorded.outcome {
+        // Taken apart at once: reading the parts of a named tuple copies all of it each time
+        // (its writes' frames included), and this runs for every frame sent in a session.
+        guard let (outcome, current, writes) = state.peers.values[index].recordInSession(frame, charged: !shared) else { return .noSession }
+        switch outcome {
         case .kept:
             // The writes end with this frame, after any the session had not written yet.
-            if let writes = recorded.writes, let current = recorded.current { append(writes, to: current, state: &state) }
-            return .kept(current: recorded.current)
+            if let writes, let current { append(writes, to: current, state: &state) }
+            return .kept(current: current)
         case .full:
             let peerID = state.peers.keys[index]
             guard var record = state.peers[peerID], let reached = record.sessionBoundReached() else { return .notConnected }

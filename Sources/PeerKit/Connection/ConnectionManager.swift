@@ -152,6 +152,14 @@ final class ConnectionManager: PeerConnectionDelegate, PeerOutbound, Sendable {
         /// that was since removed and found again is never taken for its new record's.
         var lastRetryArming = 0
 
+        /// Reads `body` of the record at `index` where it lies. `peers.values[index].x` reads
+        /// through the values' getter, on a copy of the whole record (a retain and a release of
+        /// each of its references, its session's tail among them); `inout` reaches it through
+        /// their `_modify` accessor, in place. For the reads made once per message.
+        mutating func peer<T>(at index: Dictionary<String, PeerRecord>.Index, _ body: (inout PeerRecord) -> T) -> T {
+            body(&peers.values[index])
+        }
+
         /// The number of a new redial arming.
         mutating func nextRetryArming() -> Int {
             lastRetryArming += 1

@@ -438,6 +438,13 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
     /// only delay the winner's frames by up to the handshake timeout when the loser is a link the
     /// peer lost one way (its address went away, its pings still arrive).
     mutating func receiveNumbered(_ envelope: Envelope, on connection: Connection) -> (outcome: Numbered, held: Bool) {
+        receiveNumbered(envelope, bytes: Self.sessionBytes(of: envelope), on: connection)
+    }
+
+    /// ``receiveNumbered(_:on:)`` for a frame of `bytes` session bytes (``sessionBytes(of:)``),
+    /// taken only when it is held (`@autoclosure`): the common case then costs no copy of it.
+    /// The connection manager calls this one, once per frame received.
+    mutating func receiveNumbered(_ envelope: @autoclosure () -> Envelope, bytes: Int, on connection: Connection) -> (outcome: Numbered, held: Bool) {
         guard session != nil else { return (.drop, false) }
         // One lookup, not a read and a write: this runs for every frame received.
         guard let slot = inboundNext.index(forKey: ObjectIdentifier(connection)) else {
@@ -446,15 +453,25 @@ struct PeerRecord<Connection: AnyObject, Timer, Waiter> {
         let sequence = inboundNext.values[slot]
         inboundNext.values[slot] = sequence + 1
         if releasingInbound || !heldInbound.isEmpty {
-            heldInbound.append((envelope, connection, sequence))
+            heldInbound.append((envelope(), connection, sequence))
             return (.drop, true)
         }
-        return (takeNumbered(sequence, of: envelope), false)
+        return (takeNumbered(sequence, bytes: bytes), false)
+    }
+
+    /// What a session frame counts in its session: its payload and its type.
+    static func sessionBytes(of envelope: Envelope) -> Int {
+        envelope.payload.readableBytes + envelope.type.utf8.count
     }
 
     /// Takes the peer's session frame `sequence` into the session.
     mutating func takeNumbered(_ sequence: UInt64, of envelope: Envelope) -> Numbered {
-        switch session?.receive(sequence: sequence, bytes: envelope.payload.readableBytes + envelope.type.utf8.count) {
+        takeNumbered(sequence, bytes: Self.sessionBytes(of: envelope))
+    }
+
+    /// ``takeNumbered(_:of:)`` for a frame of `bytes` session bytes.
+    private mutating func takeNumbered(_ sequence: UInt64, bytes: Int) -> Numbered {
+        switch session?.receive(sequence: sequence, bytes: bytes) {
         case let .deliver(acknowledge, armTimer)?: return .deliver(acknowledge: acknowledge, armTimer: armTimer)
         case .duplicate?, nil: return .drop
         case let .gap(reason)?: return .violation(reason)
