@@ -39,6 +39,36 @@ final class PendingRequests: Sendable {
 
         /// Whether the request has not ended: no reply and no failure waits for its caller.
         var isWaiting: Bool { early == nil }
+
+        /// What ``resolve(_:from:)`` made of a reply.
+        enum Resolution {
+            /// Not this request's: another peer's, or a second answer.
+            case refused
+            /// Kept in ``early`` for the caller, who does not wait yet.
+            case kept
+            /// The caller waits: resume it, and the request is done.
+            case resume
+        }
+
+        /// Takes `envelope`, a reply from `peerID`. Called on the entry where it lies in the
+        /// dictionary (`entries.values[index]`, through its `_modify` accessor): taking the entry
+        /// out by its key and storing it back copies it and hashes its key twice, once per request.
+        mutating func resolve(_ envelope: Envelope, from peerID: String) -> Resolution {
+            guard self.peerID == peerID, early == nil else { return .refused }
+            guard continuation != nil else {
+                early = .success(envelope)
+                return .kept
+            }
+            return .resume
+        }
+
+        /// Attaches the caller's `continuation`; returns what came first instead (the reply, or
+        /// why the request failed), when something did. In place, as ``resolve(_:from:)``.
+        mutating func attach(_ continuation: CheckedContinuation<Envelope, any Error>) -> Result<Envelope, any Error>? {
+            if let early { return early }
+            self.continuation = continuation
+            return nil
+        }
     }
 
     private struct State {
@@ -81,14 +111,10 @@ final class PendingRequests: Sendable {
     /// the error that ended it) for the caller to resume the continuation with, or nil.
     func attach(id: String, continuation: CheckedContinuation<Envelope, any Error>) -> Result<Envelope, any Error>? {
         state.withLockedValue { state -> Result<Envelope, any Error>? in
-            guard var entry = state.entries[id] else { return .failure(CancellationError()) }
-            if let early = entry.early {
-                state.entries[id] = nil
-                return early
-            }
-            entry.continuation = continuation
-            state.entries[id] = entry
-            return nil
+            guard let index = state.entries.index(forKey: id) else { return .failure(CancellationError()) }
+            guard let early = state.entries.values[index].attach(continuation) else { return nil }
+            state.entries.remove(at: index)
+            return early
         }
     }
 
@@ -96,14 +122,12 @@ final class PendingRequests: Sendable {
     func resolve(_ envelope: Envelope, from peerID: String) -> Bool {
         guard let id = envelope.replyTo else { return false }
         let (accepted, entry) = state.withLockedValue { state -> (Bool, Entry?) in
-            guard var entry = state.entries[id], entry.peerID == peerID, entry.early == nil else { return (false, nil) }
-            guard entry.continuation != nil else {
-                // Answered before its caller waits for it: kept for attach(id:continuation:).
-                entry.early = .success(envelope)
-                state.entries[id] = entry
-                return (true, nil)
+            guard let index = state.entries.index(forKey: id) else { return (false, nil) }
+            switch state.entries.values[index].resolve(envelope, from: peerID) {
+            case .refused: return (false, nil)
+            case .kept: return (true, nil)  // answered before its caller waits: for attach(id:continuation:)
+            case .resume: return (true, state.entries.remove(at: index).value)
             }
-            return (true, state.entries.removeValue(forKey: id))
         }
         entry?.continuation?.resume(returning: envelope)
         return accepted
