@@ -52,7 +52,8 @@ final class PendingRequests: Sendable {
 
         /// Takes `envelope`, a reply from `peerID`. Called on the entry where it lies in the
         /// dictionary (`entries.values[index]`, through its `_modify` accessor): taking the entry
-        /// out by its key and storing it back copies it and hashes its key twice, once per request.
+        /// out by its key and storing it back would copy it and hash its key again, and this runs
+        /// for every request.
         mutating func resolve(_ envelope: Envelope, from peerID: String) -> Resolution {
             guard self.peerID == peerID, early == nil else { return .refused }
             guard continuation != nil else {
