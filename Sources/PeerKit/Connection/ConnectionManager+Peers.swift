@@ -5,7 +5,21 @@ import NIOCore
 extension ConnectionManager {
     /// Whether the peer is connected (also while it switches to a tie-break's winner).
     func isConnected(_ peerID: String) -> Bool {
-        state.withLockedValue { $0.peers[peerID]?.isConnected ?? false }
+        state.withLockedValue { state in
+            // In place (State.peer(at:_:)): every request asks this.
+            guard let index = state.peers.index(forKey: peerID) else { return false }
+            return state.peer(at: index) { $0.isConnected }
+        }
+    }
+
+    /// Throws for the first of `peers` that is not connected: the reason its last connection
+    /// ended, when it ended badly and recently, else ``PeerKitError/peerNotConnected(peer:)``.
+    /// A send to several peers checks them all first, so that nothing is sent unless it can go
+    /// to every one of them.
+    func requireConnected(_ peers: [Peer]) throws(PeerKitError) {
+        for peer in peers where !isConnected(peer.id) {
+            throw recentFailure(of: peer.id) ?? .peerNotConnected(peer: peer.name)
+        }
     }
 
     /// Whether the peer has no connection now, and its session waits for it to come back within

@@ -33,20 +33,14 @@ extension PeerTransceiver {
 
     /// Sends `message` to each of `peers`, as `send(_:to:)` does for a Swift value.
     /// - Throws: ``PeerKitError/encodingFailed(type:reason:)`` when the wire key is empty or
-    ///   reserved, or the text is not JSON; ``PeerKitError/peerNotConnected(peer:)`` or
+    ///   reserved, or the text is not JSON; ``PeerKitError/peerNotConnected(peer:)`` (or, for a
+    ///   peer whose last connection ended badly and recently, that reason) or
     ///   ``PeerKitError/notRunning``.
     public func send(_ message: RawPeerMessage, to peers: [Peer]) async throws {
         let session = try runningSession()
         let encoded = try Self.encode(message)
-        for peer in peers where !session.manager.isConnected(peer.id) {
-            throw PeerKitError.peerNotConnected(peer: peer.name)
-        }
-        let counters = metrics.usedType(encoded.type)
-        let frame = encoded.frame()
-        for peer in peers {
-            try await session.manager.send(frame, to: peer)
-            counters.sent(payloadBytes: encoded.payload.readableBytes)
-        }
+        if peers.count > 1 { try session.manager.requireConnected(peers) }
+        try await send(encoded, to: peers, in: session)
     }
 
     /// Sends `message` to `peer` and waits for its reply, whatever its wire key.

@@ -86,10 +86,22 @@ extension PeerTransceiver {
     ///   ``PeerKitError/peerNotConnected(peer:)``.
     public func send<T: Encodable>(_ payload: T, to peers: [Peer]) async throws {
         let session = try runningSession()
-        for peer in peers where !session.manager.isConnected(peer.id) {
-            throw session.manager.recentFailure(of: peer.id) ?? PeerKitError.peerNotConnected(peer: peer.name)
+        // A lone peer is not looked up up front: its send throws the same error.
+        if peers.count > 1 { try session.manager.requireConnected(peers) }
+        let message: EncodedMessage
+        do {
+            message = try MessageCodec.encode(payload)
+        } catch {
+            // A peer that is not connected is named first, whatever the payload.
+            try session.manager.requireConnected(peers)
+            throw error
         }
-        let message = try MessageCodec.encode(payload)
+        try await send(message, to: peers, in: session)
+    }
+
+    /// Queues `message` for each of `peers` in turn, waiting while a peer's outbox is over its
+    /// high-water mark; the callers have checked that all of them were connected (or there is one).
+    func send(_ message: EncodedMessage, to peers: [Peer], in session: TransceiverSession) async throws(PeerKitError) {
         let frame = message.frame()
         let counters = metrics.usedType(message.type)
         for peer in peers {

@@ -183,10 +183,39 @@ struct TransceiverMessagingTests {
     func sendToDisconnected() async throws {
         let (hub, spokes) = try await connectedStar(spokes: 1)
         defer { hub.stop(); spokes.forEach { $0.stop() } }
+        let inbox = Inbox<String>()
+        spokes[0].receive(Note.self) { note in inbox.put(note.text) }
         let ghost = Peer(id: "ghost", name: "Ghost", isConnected: false)
         await #expect(throws: PeerKitError.peerNotConnected(peer: "Ghost")) {
-            try await hub.send(Note(text: "x"), to: hub.connectedPeers + [ghost])
+            try await hub.send(Note(text: "to both"), to: hub.connectedPeers + [ghost])
         }
+        await #expect(throws: PeerKitError.peerNotConnected(peer: "Ghost")) {
+            try await hub.send(Note(text: "to the ghost"), to: [ghost])
+        }
+        await #expect(throws: PeerKitError.peerNotConnected(peer: "Ghost")) {
+            try await hub.send(RawPeerMessage(type: "Note", json: #"{"text":"raw"}"#), to: [ghost])
+        }
+        // Messages of one peer arrive in order: the first to arrive is the one sent after.
+        try await hub.send(Note(text: "to the spoke"), to: hub.connectedPeers)
+        #expect(try await inbox.take(1) == ["to the spoke"])
+    }
+
+    @Test("a payload that does not encode, sent to one peer, names a peer that is not connected first, else itself")
+    func sendUnencodable() async throws {
+        struct Refuses: Encodable {
+            struct Refusal: Error {}
+            func encode(to encoder: any Encoder) throws { throw Refusal() }
+        }
+        let (hub, spokes) = try await connectedStar(spokes: 1)
+        defer { hub.stop(); spokes.forEach { $0.stop() } }
+        let ghost = Peer(id: "ghost", name: "Ghost", isConnected: false)
+        await #expect(throws: PeerKitError.peerNotConnected(peer: "Ghost")) {
+            try await hub.send(Refuses(), to: [ghost])
+        }
+        let error = await #expect(throws: PeerKitError.self) {
+            try await hub.send(Refuses(), to: hub.connectedPeers)
+        }
+        #expect(error?.code == .encodingFailed)
     }
 
     @Test("a request too large for the responder fails with the responder's reason, not just a closed connection")
