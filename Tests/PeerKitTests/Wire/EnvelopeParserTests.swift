@@ -162,4 +162,61 @@ struct EnvelopeParserTests {
         // Both outcomes were exercised.
         #expect(parsed > 100 && refused > 100, "seed \(seed): \(parsed) parsed, \(refused) refused")
     }
+
+    /// `frame`'s body as the frame decoder hands it on: a slice of a larger read, past its
+    /// length field and after other bytes.
+    private func body(of frame: ByteBuffer) -> ByteBuffer {
+        var read = ByteBuffer(string: "earlier bytes")
+        read.moveReaderIndex(forwardBy: read.readableBytes)
+        var copy = frame
+        copy.moveReaderIndex(forwardBy: 4)
+        read.writeImmutableBuffer(copy)
+        read.writeString("later bytes")
+        return read.getSlice(at: read.readerIndex, length: copy.readableBytes) ?? ByteBuffer()
+    }
+
+    @Test("a ping or pong as PeerKit writes it is read without the scan, into the envelope the scan gives")
+    func heartbeatShortcut() throws {
+        let ids = ["0", "17", String(UInt64.max), "", "a b~", String(repeating: "9", count: 32)]
+        let frames = ids.flatMap { id in
+            [ConnectionStateMachine.ControlFrame.ping(id: id), .pong(replyTo: id)].map { body(of: $0.encode()) }
+        }
+        for frame in frames {
+            let shortcut = try #require(EnvelopeParser.heartbeat(frame), "\(String(buffer: frame))")
+            #expect(shortcut == (try EnvelopeParser.scanned(frame)), "\(String(buffer: frame))")
+            #expect(shortcut.isControl)
+        }
+        #expect(EnvelopeParser.heartbeat(frames[2])?.id == "17")
+        #expect(EnvelopeParser.heartbeat(frames[3])?.replyTo == "17")
+    }
+
+    @Test("any other frame, a ping or pong written otherwise among them, is scanned, with the same result or error")
+    func heartbeatShortcutDeclines() throws {
+        let others = [
+            #"{"type":"peerkit.ping","id":"a\"b","payload":{}}"#,
+            #"{"type":"peerkit.ping","id":"\u0041","payload":{}}"#,
+            #"{"type":"peerkit.ping","id":"é","payload":{}}"#,
+            #"{"type":"peerkit.ping","id":"\#(String(repeating: "9", count: 40))","payload":{}}"#,
+            #"{"type": "peerkit.ping","id":"1","payload":{}}"#,
+            #"{"type":"peerkit.ping","id":"1","payload":{} }"#,
+            #"{"type":"peerkit.ping","id":"1","payload":{"a":1}}"#,
+            #"{"type":"peerkit.ping","id":"1","group":"g","payload":{}}"#,
+            #"{"type":"peerkit.ping","replyTo":"1","payload":{}}"#,
+            #"{"type":"peerkit.pong","id":"1","payload":{}}"#,
+            #"{"type":"peerkit.pingx","id":"1","payload":{}}"#,
+            #"{"type":"peerkit.ping","id":"1","payload":{}}x"#,
+            #"{"type":"peerkit.ping","id":"1","payload":{}"#,
+            #"{"type":"peerkit.ping","id":"1"}"#,
+            #"{"type":"peerkit.ping","id":"1","payload":{}}}"#,
+            #"{"id":"1","type":"peerkit.ping","payload":{}}"#,
+            #"{"type":"Note","id":"1","payload":{}}"#,
+        ]
+        for json in others {
+            let frame = ByteBuffer(string: json)
+            #expect(EnvelopeParser.heartbeat(frame) == nil, "\(json)")
+            let parsed = Result { () throws(WireError) in try EnvelopeParser.parse(frame) }
+            let scanned = Result { () throws(WireError) in try EnvelopeParser.scanned(frame) }
+            #expect(parsed == scanned, "\(json)")
+        }
+    }
 }
