@@ -32,6 +32,19 @@ extension ConnectionStateMachine.ControlFrame {
         }
     }
 
+    /// Appends the frame's bytes, length field included, to `buffer`: a ping or a pong written
+    /// in place, any other frame as ``encode(allocator:)`` makes it.
+    func encode(into buffer: inout ByteBuffer) {
+        switch self {
+        case let .ping(pingID):
+            EnvelopeEncoder.writeFrame(type: EnvelopeType.ping, id: pingID, replyTo: nil, payload: Self.emptyObject, into: &buffer)
+        case let .pong(answered):
+            EnvelopeEncoder.writeFrame(type: EnvelopeType.pong, id: nil, replyTo: answered, payload: Self.emptyObject, into: &buffer)
+        case .hello, .bye, .rename, .error:
+            buffer.writeImmutableBuffer(encode())
+        }
+    }
+
     private static let emptyObject: [UInt8] = Array("{}".utf8)
 
     /// A control frame whose payload is `payload`. Control payloads hold only strings, integers

@@ -49,6 +49,8 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The time read once for the current read burst: every frame of a burst arrived at once,
     /// as far as the heartbeat's seconds can tell (``burstNow(_:)``).
     private var burstTime: NIODeadline?
+    /// The storage of the last ping or pong sent, for the next one (``heartbeatFrame(_:allocator:)``).
+    private var heartbeatBuffer: ByteBuffer?
     private let metrics: PeerMetrics
     /// Which `peerkit_connections` gauge counts this connection now, if any.
     private var countedAs: PeerMetrics.ConnectionState?
@@ -146,6 +148,19 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     /// What the state machine makes of one whole frame body.
+    /// A ping or a pong, written into the storage of the one before it. That one went out long
+    /// before this beat, so nothing else holds its storage and `clear()` keeps it: an idle link's
+    /// frames cost no allocation each. Should a write still hold it (a pong queued behind a
+    /// slow peer's backlog), `clear()` gives this buffer storage of its own instead: a value,
+    /// never changed under its holder.
+    private func heartbeatFrame(_ frame: ConnectionStateMachine.ControlFrame, allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = heartbeatBuffer.take() ?? allocator.buffer(capacity: 64)
+        buffer.clear()
+        frame.encode(into: &buffer)
+        heartbeatBuffer = buffer
+        return buffer
+    }
+
     private func received(_ frame: ByteBuffer, context: ChannelHandlerContext) -> ConnectionStateMachine.Action {
         do {
             // The decoder passes a chunk frame up whole only when it is too short for its header.
@@ -259,7 +274,9 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         case .none:
             break
         case let .send(frame):
-            let encoded = frame.encode(allocator: context.channel.allocator)
+            let encoded = frame.isHeartbeat
+                ? heartbeatFrame(frame, allocator: context.channel.allocator)
+                : frame.encode(allocator: context.channel.allocator)
             if case .pong = frame {
                 // Only the latest answer waits, and only for a writable channel: the peer's pings
                 // are its own to send, as many as it likes.

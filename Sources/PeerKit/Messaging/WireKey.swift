@@ -36,7 +36,7 @@ final class WireKey: Sendable {
 
     init(name: String, writesOwnPayload: Bool = false) {
         self.name = name
-        self.isReserved = name.hasPrefix(EnvelopeType.reservedPrefix)
+        self.isReserved = EnvelopeType.isReserved(name)
         self.writesOwnPayload = writesOwnPayload
     }
 

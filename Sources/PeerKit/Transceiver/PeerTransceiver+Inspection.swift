@@ -56,7 +56,7 @@ extension PeerTransceiver {
         guard !message.type.isEmpty else {
             throw .encodingFailed(type: message.type, reason: "the wire key is empty")
         }
-        guard !message.type.hasPrefix(EnvelopeType.reservedPrefix) else {
+        guard !EnvelopeType.isReserved(message.type) else {
             throw .encodingFailed(type: message.type, reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")
         }
         guard (try? JSONSerialization.jsonObject(with: Data(message.json.utf8), options: [.fragmentsAllowed])) != nil else {

@@ -26,9 +26,9 @@ struct Envelope: Sendable, Equatable {
     /// frame (offsets into `payload`'s readable bytes), so decoding them does not scan them again.
     var payloadStringEnds: [Int: Int]
 
-    init(type: String, id: String? = nil, replyTo: String? = nil, group: String? = nil, payload: ByteBuffer, payloadStringEnds: [Int: Int] = [:]) {
+    init(type: String, id: String? = nil, replyTo: String? = nil, group: String? = nil, payload: ByteBuffer, payloadStringEnds: [Int: Int] = [Int: Int]()) {
         self.type = type
-        self.isControl = type.hasPrefix(EnvelopeType.reservedPrefix)
+        self.isControl = EnvelopeType.isReserved(type)
         self.id = id
         self.replyTo = replyTo
         self.group = group
@@ -47,6 +47,13 @@ struct Envelope: Sendable, Equatable {
 /// The protocol's own message types.
 enum EnvelopeType {
     static let reservedPrefix = "peerkit."
+
+    /// Whether `type` is reserved for the protocol: its UTF-8 bytes start with `peerkit.`, as
+    /// `Documentation/Protocol.md` says. Compared byte by byte, as any implementation compares
+    /// it: `String.hasPrefix` compares characters, a check for grapheme boundaries per message.
+    static func isReserved(_ type: String) -> Bool {
+        type.utf8.starts(with: reservedPrefix.utf8)
+    }
     static let hello = "peerkit.hello"
     static let ping = "peerkit.ping"
     static let pong = "peerkit.pong"

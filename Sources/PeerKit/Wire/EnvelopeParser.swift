@@ -49,16 +49,18 @@ enum EnvelopeParser {
               let payload = frame.getSlice(at: frame.readerIndex + range.lowerBound, length: range.count) else {
             throw .malformedEnvelope("the envelope has no \"payload\"")
         }
-        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, group: fields.group, payload: payload, payloadStringEnds: longStrings?.ends(in: range) ?? [:])
+        return Envelope(type: type, id: fields.id, replyTo: fields.replyTo, group: fields.group, payload: payload, payloadStringEnds: longStrings?.ends(in: range) ?? [Int: Int]())
     }
 
     // MARK: Heartbeats, as PeerKit writes them
 
-    private static let pingHead = Array(#"{"type":"peerkit.ping","id":""#.utf8)
-    private static let pongHead = Array(#"{"type":"peerkit.pong","replyTo":""#.utf8)
-    private static let heartbeatTail = Array(#"","payload":{}}"#.utf8)
-    /// The longest heartbeat frame the shortcut reads: a 32-byte id. PeerKit's are counters.
-    private static let heartbeatMaximumLength = pongHead.count + 32 + heartbeatTail.count
+    // Computed, not stored: a stored static is reached through a once-guarded accessor.
+    private static var pingHead: StaticString { #"{"type":"peerkit.ping","id":""# }
+    private static var pongHead: StaticString { #"{"type":"peerkit.pong","replyTo":""# }
+    private static var heartbeatTail: StaticString { #"","payload":{}}"# }
+    /// The longest heartbeat frame the shortcut reads: a 32-byte id. PeerKit's are `ping-` and
+    /// a count.
+    private static var heartbeatMaximumLength: Int { pongHead.utf8CodeUnitCount + 32 + heartbeatTail.utf8CodeUnitCount }
 
     /// The envelope of a ping or a pong exactly as ``EnvelopeEncoder`` writes them, read without
     /// the general scan; nil for any other frame, which ``parse(_:)`` then scans. An idle link's
@@ -69,28 +71,33 @@ enum EnvelopeParser {
     /// for the same bytes (`EnvelopeParserTests` compares them).
     static func heartbeat(_ frame: ByteBuffer) -> Envelope? {
         let length = frame.readableBytes
-        guard length <= heartbeatMaximumLength, length >= pingHead.count + heartbeatTail.count else { return nil }
+        guard length <= heartbeatMaximumLength, length >= pingHead.utf8CodeUnitCount + heartbeatTail.utf8CodeUnitCount else { return nil }
         let found = frame.withUnsafeReadableBytes { bytes -> (isPing: Bool, id: String)? in
+            func has(_ part: StaticString, at offset: Int) -> Bool {
+                offset >= 0 && offset + part.utf8CodeUnitCount <= bytes.count
+                    && part.withUTF8Buffer { bytes[offset..<offset + $0.count].elementsEqual($0) }
+            }
             let isPing: Bool
-            if bytes.starts(with: pingHead) {
+            if has(pingHead, at: 0) {
                 isPing = true
-            } else if bytes.starts(with: pongHead) {
+            } else if has(pongHead, at: 0) {
                 isPing = false
             } else {
                 return nil
             }
-            let idStart = isPing ? pingHead.count : pongHead.count
-            let idEnd = bytes.count - heartbeatTail.count
-            guard idStart <= idEnd, bytes[idEnd...].elementsEqual(heartbeatTail) else { return nil }
+            let idStart = isPing ? pingHead.utf8CodeUnitCount : pongHead.utf8CodeUnitCount
+            let idEnd = bytes.count - heartbeatTail.utf8CodeUnitCount
+            guard idStart <= idEnd, has(heartbeatTail, at: idEnd) else { return nil }
             let id = UnsafeRawBufferPointer(rebasing: bytes[idStart..<idEnd])
             guard id.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
             return (isPing, String(decoding: id, as: UTF8.self))
         }
         guard let found,
               let payload = frame.getSlice(at: frame.readerIndex + length - 3, length: 2) else { return nil }
-        return found.isPing
-            ? Envelope(type: EnvelopeType.ping, id: found.id, payload: payload)
-            : Envelope(type: EnvelopeType.pong, replyTo: found.id, payload: payload)
+        if found.isPing {
+            return Envelope(type: EnvelopeType.ping, id: found.id, payload: payload)
+        }
+        return Envelope(type: EnvelopeType.pong, replyTo: found.id, payload: payload)
     }
 
     private static func scan(_ reader: JSONReader) throws(JSONSyntaxError) -> Fields {

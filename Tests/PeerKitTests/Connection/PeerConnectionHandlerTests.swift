@@ -140,6 +140,29 @@ struct PeerConnectionHandlerTests {
         _ = try? channel.finish()
     }
 
+    @Test("each pong keeps its own bytes while an earlier one is still held by the channel")
+    func pongsKeepTheirBytes() throws {
+        let delegate = RecordingDelegate()
+        let channel = try makeChannel(delegate: delegate)
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
+        _ = try written(channel)
+        // Each written out (the loop runs the drain), none read: the channel holds the first
+        // pong when the second is made.
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.ping(id: "first").encode())
+        channel.embeddedEventLoop.run()
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.ping(id: "second-and-longer").encode())
+        channel.embeddedEventLoop.run()
+        #expect(try written(channel) == [
+            #"{"type":"peerkit.pong","replyTo":"first","payload":{}}"#,
+            #"{"type":"peerkit.pong","replyTo":"second-and-longer","payload":{}}"#,
+        ])
+        // Read, the storage is free again: the next pong is right too.
+        try channel.writeInbound(ConnectionStateMachine.ControlFrame.ping(id: "third").encode())
+        channel.embeddedEventLoop.run()
+        #expect(try written(channel) == [#"{"type":"peerkit.pong","replyTo":"third","payload":{}}"#])
+        _ = try? channel.finish()
+    }
+
     @Test("an oversized frame gets peerkit.error and the connection is closed")
     func oversized() throws {
         let delegate = RecordingDelegate()

@@ -39,6 +39,22 @@ struct EnvelopeEncoderTests {
         #expect(body(.error(reason: "No handler for type X.", replyTo: "4")) == #"{"type":"peerkit.error","replyTo":"4","payload":{"reason":"No handler for type X."}}"#)
     }
 
+    @Test("a control frame written into a buffer appends the bytes it encodes to, after what is there")
+    func controlFramesInPlace() {
+        let frames: [ConnectionStateMachine.ControlFrame] = [
+            .hello(Hello(peerID: "A1", name: "Kitchen", serviceType: "listrctl", discoveryInfo: nil)),
+            .ping(id: "ping-1"), .pong(replyTo: "ping-1"), .bye(reason: "done"), .rename(name: "Hall"),
+            .error(reason: "No handler for type X.", replyTo: "4"),
+        ]
+        for frame in frames {
+            var buffer = ByteBuffer(string: "before")
+            frame.encode(into: &buffer)
+            var expected = ByteBuffer(string: "before")
+            expected.writeImmutableBuffer(frame.encode())
+            #expect(buffer == expected, "\(frame)")
+        }
+    }
+
     @Test("a message payload is encoded once with its wire key")
     func messageCodec() throws {
         struct Ping: Codable, Equatable { var text: String; var n: Int }
@@ -87,6 +103,20 @@ struct EnvelopeEncoderTests {
         #expect(throws: PeerKitError.encodingFailed(type: "peerkit.hello", reason: "wire keys starting with \"peerkit.\" are reserved for the protocol")) {
             try MessageCodec.encode(Sneaky())
         }
+    }
+
+    @Test("a wire key is reserved when its UTF-8 bytes start with peerkit., on the sending and the receiving side alike")
+    func reservedByBytes() throws {
+        let reserved = ["peerkit.ping", "peerkit.", "peerkit.\u{301}x"]
+        let free = ["peerkit", "Peerkit.x", "xpeerkit.y", "pe\u{301}erkit.x", ""]
+        for key in reserved + free {
+            let isReserved = reserved.contains(key)
+            #expect(EnvelopeType.isReserved(key) == isReserved, "\(key.debugDescription)")
+            #expect(WireKey(name: key).isReserved == isReserved, "\(key.debugDescription)")
+            #expect(Envelope(type: key, payload: ByteBuffer(string: "{}")).isControl == isReserved, "\(key.debugDescription)")
+        }
+        // A combining mark after the dot makes another character of it, yet the bytes are reserved.
+        #expect(!"peerkit.\u{301}x".hasPrefix("peerkit."))
     }
 
     @Test("a payload of the wrong shape gives a decoding error that names the key")
