@@ -147,7 +147,6 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         perform(action, context: context)
     }
 
-    /// What the state machine makes of one whole frame body.
     /// A ping or a pong, written into the storage of the one before it. That one went out long
     /// before this beat, so nothing else holds its storage and `clear()` keeps it: an idle link's
     /// frames cost no allocation each. Should a write still hold it (a pong queued behind a
@@ -161,6 +160,7 @@ final class PeerConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler
         return buffer
     }
 
+    /// What the state machine makes of one whole frame body.
     private func received(_ frame: ByteBuffer, context: ChannelHandlerContext) -> ConnectionStateMachine.Action {
         do {
             // The decoder passes a chunk frame up whole only when it is too short for its header.
