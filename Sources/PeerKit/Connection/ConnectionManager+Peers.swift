@@ -17,9 +17,14 @@ extension ConnectionManager {
     /// A send to several peers checks them all first, so that nothing is sent unless it can go
     /// to every one of them.
     func requireConnected(_ peers: [Peer]) throws(PeerKitError) {
-        for peer in peers where !isConnected(peer.id) {
-            throw recentFailure(of: peer.id) ?? .peerNotConnected(peer: peer.name)
-        }
+        for peer in peers { try requireConnected(peer) }
+    }
+
+    /// Throws when `peer` is not connected: the reason its last connection ended, when it ended
+    /// badly and recently, else ``PeerKitError/peerNotConnected(peer:)``.
+    func requireConnected(_ peer: Peer) throws(PeerKitError) {
+        guard !isConnected(peer.id) else { return }
+        throw recentFailure(of: peer.id) ?? .peerNotConnected(peer: peer.name)
     }
 
     /// Whether the peer has no connection now, and its session waits for it to come back within

@@ -12,7 +12,8 @@ extension PeerTransceiver {
     ///   time, ``PeerKitError/remoteError(reason:peer:)`` when the peer answers with an error
     ///   (no handler, a payload it could not decode, a handler that threw),
     ///   ``PeerKitError/unexpectedReply(expected:received:peer:)``,
-    ///   ``PeerKitError/connectionClosed(peer:)``, ``PeerKitError/peerNotConnected(peer:)``,
+    ///   ``PeerKitError/connectionClosed(peer:)``, ``PeerKitError/peerNotConnected(peer:)`` (or,
+    ///   for a peer whose last connection ended badly and recently, that reason),
     ///   ``PeerKitError/payloadDecodingFailed(type:reason:)`` or `CancellationError`.
     public func request<T: Encodable, R: Decodable>(
         _ payload: T,
@@ -40,9 +41,7 @@ extension PeerTransceiver {
     ///   other errors ``request(_:to:expecting:timeout:)`` lists.
     func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
         let session = try runningSession()
-        guard session.manager.isConnected(peer.id) else {
-            throw PeerKitError.peerNotConnected(peer: peer.name)
-        }
+        try session.manager.requireConnected(peer)
         // A request from a task cancelled already is not sent.
         try Task.checkCancellation()
         let id = nextRequestID()

@@ -83,7 +83,7 @@ struct TransceiverAdversarialTests {
         #expect(transceiver.availablePeers.contains { $0.id == "trickler" }, "the peer was dropped while its frame was still arriving")
     }
 
-    @Test("a peer that never reads is disconnected once its outbox is full, with one logged sentence, and send to it throws peerTooSlow")
+    @Test("a peer that never reads is disconnected once its outbox is full, with one logged sentence, and a send or a request to it throws peerTooSlow")
     func neverReadingPeer() async throws {
         let serviceType = randomServiceType()
         let log = CapturedLog()
@@ -133,6 +133,13 @@ struct TransceiverAdversarialTests {
             Issue.record("a send to the peer disconnected as too slow did not throw")
         } catch let error as PeerKitError {
             if error.code != .peerTooSlow { Issue.record("send to the never-reading peer threw \(error), not peerTooSlow") }
+        }
+        // So does a request.
+        do {
+            _ = try await transceiver.request(blob, to: peer, expecting: AdversarialBlob.self)
+            Issue.record("a request to the peer disconnected as too slow did not throw")
+        } catch let error as PeerKitError {
+            if error.code != .peerTooSlow { Issue.record("a request to the never-reading peer threw \(error), not peerTooSlow") }
         }
         _ = await log.waitForMessage(containing: "did not read what was sent to it")
         let sentences = log.messages(containing: "did not read what was sent to it")
