@@ -19,10 +19,10 @@ extension ConnectionStateMachine.ControlFrame {
         switch self {
         case let .hello(hello):
             return Self.frame(type: EnvelopeType.hello, payload: hello, allocator: allocator)
-        case let .ping(pingID):
-            return EnvelopeEncoder.frame(type: EnvelopeType.ping, id: pingID, payload: Self.emptyObject, allocator: allocator)
-        case let .pong(answered):
-            return EnvelopeEncoder.frame(type: EnvelopeType.pong, replyTo: answered, payload: Self.emptyObject, allocator: allocator)
+        case .ping, .pong:
+            var buffer = allocator.buffer(capacity: 64)
+            encode(into: &buffer)
+            return buffer
         case let .bye(reason):
             return Self.frame(type: EnvelopeType.bye, payload: Bye(reason: reason), allocator: allocator)
         case let .rename(name):
