@@ -2,7 +2,8 @@ import NIOCore
 import NIOEmbedded
 @testable import PeerKit
 
-/// The frame decoder and envelope parser behind it, fed the fuzz input as a byte stream cut into
+/// The frame reader (`FrameReader` running `FrameDecoder`, as every connection's pipeline does)
+/// and the envelope parser behind it, fed the fuzz input as a byte stream cut into
 /// chunks whose sizes come from the input itself (a frame split anywhere must decode the same).
 ///
 /// Input: byte 0 picks the chunk size (1...256), the rest is the stream. The stream is decoded
@@ -25,7 +26,7 @@ private func decode(_ input: UnsafeBufferPointer<UInt8>, limitIsFinal: Bool) {
     let chunkSize = Int(input[0]) + 1
     let stream = input.dropFirst()
     let limit = 4096
-    let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(limit, isFinal: limitIsFinal))))
+    let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(limit: FrameLengthLimit(limit, isFinal: limitIsFinal))))
     defer { _ = try? channel.finish() }
     func check(_ frame: ByteBuffer) {
         precondition(frame.readableBytes <= limit, "a frame of \(frame.readableBytes) bytes passed the \(limit)-byte limit")

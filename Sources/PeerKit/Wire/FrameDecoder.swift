@@ -1,7 +1,8 @@
 import NIOCore
 
 /// Splits the inbound byte stream into frames, refuses an oversized frame before buffering it,
-/// and passes the data of binary chunk frames on as it arrives.
+/// and passes the data of binary chunk frames on as it arrives. ``FrameReader`` runs it in the
+/// pipeline; it is a `ByteToMessageDecoder`, so NIO's tests of decoders check it too.
 ///
 ///     +---------------------+------------------------------+
 ///     | length N (UInt32 BE) | N bytes: UTF-8 JSON envelope |
@@ -19,13 +20,13 @@ import NIOCore
 /// **Binary chunk frames** (``ResourceChunkFrame``) are not gathered (which is why this decoder
 /// splits frames itself: NIOExtras' `LengthFieldBasedFrameDecoder` hands on whole frames only).
 /// Once the 5-byte header is read, every read's share of the frame's data goes up at once as
-/// ``InboundFrame/chunk(_:framingBytes:)``, a slice of the buffer the socket was read into. Gathering a 256 KiB chunk from 64 KiB reads
-/// copied every byte of a resource once more and, as `ByteToMessageHandler` compacted its buffer
-/// while the chunks before were still held, reallocated it; passing pieces on leaves that
-/// buffer empty after each read, so the next read is taken as it is. A piece that would keep a
-/// read buffer more than twice its size alive (a short tail of a chunk, a trickling sender) is
-/// copied into a buffer of its own, so the memory a resource's window holds stays within twice
-/// its bytes.
+/// ``InboundFrame/chunk(_:framingBytes:)``, a slice of the buffer the socket was read into.
+/// Gathering a 256 KiB chunk from 64 KiB reads copied every byte of a resource once more and, as
+/// the reading handler compacted its buffer while the chunks before were still held,
+/// reallocated it; passing pieces on leaves that buffer empty after each read, so the next read
+/// is taken as it is. A piece that would keep a read buffer more than twice its size alive (a
+/// short tail of a chunk, a trickling sender) is copied into a buffer of its own, so the memory a
+/// resource's window holds stays within twice its bytes.
 struct FrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = InboundFrame
 

@@ -10,8 +10,7 @@ enum PeerPipeline {
     /// applies); accepted connections have one (``PeerConfiguration/preHandshakeTimeout``).
     static func configure(_ channel: any Channel, security: WireSecurity = .plaintext, inbound: Bool = true, firstBytesTimeout: (timeout: TimeAmount, clock: PeerClock)? = nil, limit: FrameLengthLimit, handler: some ChannelHandler) throws {
         try security.addHandlers(to: channel, inbound: inbound, firstBytesTimeout: firstBytesTimeout)
-        let decoder = ByteToMessageHandler(FrameDecoder(limit: limit))
-        try channel.pipeline.syncOperations.addHandler(decoder)
+        try channel.pipeline.syncOperations.addHandler(FrameReader(FrameDecoder(limit: limit)))
         try channel.pipeline.syncOperations.addHandler(handler)
     }
 

@@ -300,9 +300,9 @@ struct PeerConnectionHandlerTests {
         let delegate = RecordingDelegate()
         let channel = try makeChannel(delegate: delegate)
         try channel.writeInbound(ConnectionStateMachine.ControlFrame.hello(remote).encode())
-        // A frame with no read complete after it, as the frame decoder's last decode passes
+        // A frame with no read complete after it, as the frame reader's last decode passes
         // frames up when the channel goes inactive.
-        let decoder = try channel.pipeline.syncOperations.context(handlerType: ByteToMessageHandler<FrameDecoder>.self)
+        let decoder = try channel.pipeline.syncOperations.context(handlerType: FrameReader.self)
         decoder.fireChannelRead(NIOAny(InboundFrame.frame(ByteBuffer(string: #"{"type":"Note","payload":{"text":"last"}}"#))))
         #expect(delegate.recorded == [.established(remote)])
         decoder.fireChannelInactive()

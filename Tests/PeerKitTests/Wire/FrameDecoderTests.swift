@@ -19,7 +19,7 @@ struct FrameDecoderTests {
 
     @Test("a 4 GiB length is refused after reading only its length field")
     func hugeLength() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 16 * 1024 * 1024)))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 16 * 1024 * 1024)))
         var buffer = ByteBuffer()
         buffer.writeInteger(UInt32.max)
         buffer.writeString("{")
@@ -31,7 +31,7 @@ struct FrameDecoderTests {
 
     @Test("a frame one byte over the limit is refused; one at the limit is accepted")
     func limitBoundary() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 8)))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 8)))
         try channel.writeInbound(ByteBuffer.frame("12345678"))
         #expect(try channel.readInbound(as: InboundFrame.self) == .frame(ByteBuffer(string: "12345678")))
         #expect(throws: WireError.frameTooLarge(length: 9, limit: 8)) {
@@ -48,7 +48,7 @@ struct FrameDecoderTests {
         for body in ["d", "e"] { read.writeImmutableBuffer(.frame(body)) }
         read.writeImmutableBuffer(.frame("f"))
 
-        let final = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(1024, isFinal: true))))
+        let final = EmbeddedChannel(handler: FrameReader(FrameDecoder(limit: FrameLengthLimit(1024, isFinal: true))))
         try final.writeInbound(read)
         var outputs: [InboundFrame] = []
         while let output = try final.readInbound(as: InboundFrame.self) { outputs.append(output) }
@@ -59,7 +59,7 @@ struct FrameDecoderTests {
         #expect(try final.readInbound(as: InboundFrame.self) == .frame(ByteBuffer(string: "g")))
         #expect(try final.finish().isClean)
 
-        let handshaking = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1024)))
+        let handshaking = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 1024)))
         try handshaking.writeInbound(read)
         outputs = []
         while let output = try handshaking.readInbound(as: InboundFrame.self) { outputs.append(output) }
@@ -69,7 +69,7 @@ struct FrameDecoderTests {
 
     @Test("a read of many tiny frames goes up in batches of at most maximumFramesTogether, in order")
     func batchesAreBounded() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
         let count = FrameDecoder.maximumFramesTogether * 3 + 7
         var read = ByteBuffer()
         for index in 0..<count { read.writeImmutableBuffer(.frame("\(index)")) }
@@ -92,7 +92,7 @@ struct FrameDecoderTests {
 
     @Test("an oversized frame behind whole ones in a read: the whole ones go up, then the error")
     func wholeFramesBeforeAnOversizedOne() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(limit: FrameLengthLimit(64, isFinal: true))))
         var read = ByteBuffer()
         for body in ["a", "b"] { read.writeImmutableBuffer(.frame(body)) }
         read.writeInteger(UInt32(1000))
@@ -105,7 +105,7 @@ struct FrameDecoderTests {
 
     @Test("a stream that ends inside a frame reports a truncated frame")
     func truncated() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1024)))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 1024)))
         var buffer = ByteBuffer()
         buffer.writeInteger(UInt32(10))
         buffer.writeString("abc")
@@ -128,7 +128,7 @@ struct FrameDecoderTests {
     /// chunk frame back together; also returns the framing bytes counted. `limitIsFinal`: the
     /// decoder's limit is final (as after the handshake), so whole frames of a read go up together.
     func decode(_ stream: ByteBuffer, readLengths: [Int], limitIsFinal: Bool = false) throws -> (frames: [Expected], framingBytes: Int, pieces: Int) {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(limit: FrameLengthLimit(1 << 20, isFinal: limitIsFinal))))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(limit: FrameLengthLimit(1 << 20, isFinal: limitIsFinal))))
         var rest = stream
         var lengths = readLengths.makeIterator()
         while rest.readableBytes > 0 {
@@ -214,7 +214,7 @@ struct FrameDecoderTests {
 
     @Test("a large piece is a slice of the read (no copy); a short one is copied so it does not keep the read's buffer alive")
     func pieceStorage() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1 << 20)))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 1 << 20)))
         // One read: a whole 60,000-byte chunk frame, then the first 100 bytes of another.
         var read = ByteBufferAllocator().buffer(capacity: 65_536)
         read.writeImmutableBuffer(ResourceChunkFrame.encode(transfer: 1, data: ByteBuffer(repeating: 7, count: 60_000)))
@@ -240,7 +240,7 @@ struct FrameDecoderTests {
 
     @Test("a stream that ends inside a chunk frame's data reports a truncated frame")
     func truncatedChunk() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1024)))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 1024)))
         var frame = ResourceChunkFrame.encode(transfer: 3, data: ByteBuffer(repeating: 1, count: 100))
         if let head = frame.readSlice(length: 50) { try channel.writeInbound(head) }
         #expect(throws: WireError.truncatedFrame(bytesLeft: 0)) {
@@ -250,7 +250,7 @@ struct FrameDecoderTests {
 
     @Test("a binary frame too short for a chunk header comes up whole, for the connection to refuse")
     func shortBinaryFrame() throws {
-        let channel = EmbeddedChannel(handler: ByteToMessageHandler(FrameDecoder(maximumFrameLength: 1024)))
+        let channel = EmbeddedChannel(handler: FrameReader(FrameDecoder(maximumFrameLength: 1024)))
         var buffer = ByteBuffer()
         buffer.writeInteger(UInt32(3))
         buffer.writeBytes([0, 1, 2])
