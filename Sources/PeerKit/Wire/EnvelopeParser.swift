@@ -92,6 +92,7 @@ enum EnvelopeParser {
             guard id.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
             return (isPing, String(decoding: id, as: UTF8.self))
         }
+        // The payload is the `{}` before the frame's closing brace.
         guard let found,
               let payload = frame.getSlice(at: frame.readerIndex + length - 3, length: 2) else { return nil }
         if found.isPing {
