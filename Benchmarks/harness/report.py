@@ -28,11 +28,13 @@ RATIOS = [
     ("pk.tput.64k", [("raw", "raw.tput.64k"), ("pyzmq", "zmq.tput.64k"), ("JSON floor", "json.floor.64k")]),
     ("pk.tput.4m", [("raw", "raw.tput.4m"), ("pyzmq", "zmq.tput.4m"), ("JSON floor", "json.floor.4m")]),
     ("pk.rtt.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
-                           ("pyzmq JSON", "zmq.rtt.json.pinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
+                           ("pyzmq JSON", "zmq.rtt.json.pinned.p50"), ("JSON floor", "json.floor.100.us×2"),
+                           ("NIO + tasks", "nio.rtt.tasks.pinned.p50")]),
     ("pk.rtt.pinned.p99", [("raw", "raw.rtt.pinned.p99"), ("pyzmq", "zmq.rtt.bytes.pinned.p99"),
                            ("pyzmq JSON", "zmq.rtt.json.pinned.p99")]),
     ("pk.rtt.unpinned.p50", [("raw", "raw.rtt.unpinned.p50"), ("pyzmq", "zmq.rtt.bytes.unpinned.p50"),
-                             ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("JSON floor", "json.floor.100.us×2")]),
+                             ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("JSON floor", "json.floor.100.us×2"),
+                             ("NIO + tasks", "nio.rtt.tasks.unpinned.p50")]),
     ("pk.rtt.unpinned.p99", [("raw", "raw.rtt.unpinned.p99"), ("pyzmq", "zmq.rtt.bytes.unpinned.p99"),
                              ("pyzmq JSON", "zmq.rtt.json.unpinned.p99")]),
     ("pk.rtt.own.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
@@ -40,9 +42,11 @@ RATIOS = [
     ("pk.rtt.own.unpinned.p50", [("raw", "raw.rtt.unpinned.p50"), ("pyzmq", "zmq.rtt.bytes.unpinned.p50"),
                                  ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("Codable", "pk.rtt.unpinned.p50")]),
     ("pk.rtt.loop.pinned.p50", [("raw", "raw.rtt.pinned.p50"), ("pyzmq", "zmq.rtt.bytes.pinned.p50"),
-                                ("pyzmq JSON", "zmq.rtt.json.pinned.p50")]),
+                                ("pyzmq JSON", "zmq.rtt.json.pinned.p50"), ("bare NIO", "nio.rtt.loop.pinned.p50"),
+                                ("NIO + loop tasks", "nio.rtt.looptask.pinned.p50")]),
     ("pk.rtt.loop.unpinned.p50", [("raw", "raw.rtt.unpinned.p50"), ("pyzmq", "zmq.rtt.bytes.unpinned.p50"),
-                                  ("pyzmq JSON", "zmq.rtt.json.unpinned.p50")]),
+                                  ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("bare NIO", "nio.rtt.loop.unpinned.p50"),
+                                  ("NIO + loop tasks", "nio.rtt.looptask.unpinned.p50")]),
     ("pk.resource.1g", [("raw", "raw.tput.1g")]),
     ("pk.fanout.1", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.1"),
                       ("JSON floor", "json.floor.100")]),
@@ -57,6 +61,12 @@ RATIOS = [
 RATIOS += [(f"pk.json.{what}", [("JSON floor", f"json.floor.{what}")]
             + ([("no Codable", f"direct.json.{what}")] if what.startswith("100") else []))
            for what in ("100", "100.us", "64k", "4m")]
+# Issue 34's goal 1: request/reply's floors in bare SwiftNIO against pyzmq, in the same rounds: on
+# one event loop alone, with a Swift task on that loop on each side (as `pk.rtt.loop`), and with each
+# request and reply handed to a Swift task off the loop (the hand-offs of PeerKit's default). What
+# these cannot reach, PeerKit cannot either.
+RATIOS += [(f"nio.rtt.{kind}.{label}.p50", [("raw", f"raw.rtt.{label}.p50"), ("pyzmq", f"zmq.rtt.bytes.{label}.p50")])
+           for kind in ("loop", "looptask", "tasks") for label in ("pinned", "unpinned")]
 # Issue 34's goal 4: an idle link's heartbeat exchange against a raw C ping-pong (one core) of the same
 # run, and against its floors: the same mesh in raw C and in bare SwiftNIO (the same connections,
 # beats and frame sizes, and nothing else).
@@ -69,7 +79,7 @@ RATIOS += [(f"pk.sec.{mode}.{what}", [("plaintext", f"pk.sec.none.{what}")])
            for what in ("tput.100", "tput.64k", "tput.4m", "rtt.p50", "rtt.p99", "connect")]
 # What resumable sessions cost (issue 34's goal 5): on against off, in the same run.
 RATIOS += [(f"pk.sess.on.{what}", [("sessions off", f"pk.sess.off.{what}")]) for what in ("tput.100", "rtt.p50", "rtt.p99")]
-RATIO_COLUMNS = ["raw", "raw batched", "raw mesh", "NIO mesh", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "no Codable",
+RATIO_COLUMNS = ["raw", "raw batched", "raw mesh", "NIO mesh", "bare NIO", "NIO + loop tasks", "NIO + tasks", "pyzmq", "pyzmq PUB/SUB", "pyzmq JSON", "JSON floor", "no Codable",
                  "Codable", "plaintext", "sessions off"]
 
 # The issues' targets: (key, description, check on the figures → (met, where it stands)).

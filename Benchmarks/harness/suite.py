@@ -109,6 +109,17 @@ class Suite:
                     pinned([self.raw, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
                             "--count", str(self.n(20000)), "--timeout", "60"], pin))
 
+    # ---- Bare SwiftNIO baseline
+
+    def nio_rtt(self, pin, hand_off):
+        """Request/reply in bare SwiftNIO (`peerkit-bench nio-echo` and `nio-ping`): in the channel
+        handlers (`none`), or with each request and reply handed to a Swift task on the connection's
+        event loop (`loop-task`) or on the global executor (`task`)."""
+        flag = ["--hand-off", hand_off]
+        return pair(pinned([self.pkbench, "nio-echo", "--timeout", "60"] + flag, pin),
+                    pinned([self.pkbench, "nio-ping", "--connect", "127.0.0.1:{port}", "--size", "100",
+                            "--count", str(self.n(20000)), "--timeout", "60"] + flag, pin))
+
     # ---- pyzmq baseline
 
     def zmq_throughput(self, size, count, use_json, field):
@@ -377,10 +388,19 @@ class Suite:
         # The one-event-loop figures (pk.rtt.loop): handlers and the requester on the transceiver's
         # one event loop (EventLoopTaskExecutor), what the default's thread hand-offs cost.
         for pin, label in ((True, "pinned"), (False, "unpinned")):
-            self.log(f"PeerKit request/reply, {label}, with raw C and pyzmq, in rounds")
+            self.log(f"PeerKit request/reply, {label}, with raw C, bare SwiftNIO and pyzmq, in rounds")
             specs = [({f"raw.rtt.{label}.p50": (f"raw RTT p50, {label}", "µs", "p50us", True),
                        f"raw.rtt.{label}.p99": (f"raw RTT p99, {label}", "µs", "p99us", True)},
                       lambda pin=pin: self.raw_rtt(pin))]
+            # Request/reply's floors in bare SwiftNIO: NIO's pipeline on one loop alone, with Swift
+            # tasks on that loop (as PeerKit on one loop), and with the hand-offs to Swift tasks off
+            # the loop that PeerKit's default makes.
+            for hand_off, kind, what in (("none", "loop", "one event loop"),
+                                         ("loop-task", "looptask", "Swift tasks on the loop"),
+                                         ("task", "tasks", "handed to Swift tasks")):
+                specs.append(({f"nio.rtt.{kind}.{label}.p50": (f"bare NIO RTT p50, {what}, {label}", "µs", "p50us", True),
+                               f"nio.rtt.{kind}.{label}.p99": (f"bare NIO RTT p99, {what}, {label}", "µs", "p99us", True)},
+                              lambda pin=pin, hand_off=hand_off: self.nio_rtt(pin, hand_off)))
             for use_json, kind in ((False, "bytes"), (True, "json")):
                 suffix = ", send_json" if use_json else ""
                 specs.append(({f"zmq.rtt.{kind}.{label}.p50": (f"pyzmq REQ/REP p50{suffix}, {label}", "µs", "p50us", True),

@@ -9,8 +9,8 @@ import ArgumentParser
 struct PeerKitBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "peerkit-bench",
-        abstract: "PeerKit benchmark processes: one-way throughput, request/reply, fan-out, discovery, JSON floor, the NIO mesh.",
+        abstract: "PeerKit benchmark processes: one-way throughput, request/reply, fan-out, discovery, JSON floor, the NIO floors.",
         subcommands: [Sink.self, Source.self, Echo.self, Ping.self, DiscoveryPeer.self, Join.self, JSONFloor.self,
-                      ResourceSink.self, ResourceSource.self, NIOMesh.self]
+                      ResourceSink.self, ResourceSource.self, NIOMesh.self, NIOEcho.self, NIOPing.self]
     )
 }
