@@ -72,28 +72,17 @@ extension PeerKitBench {
             abstract: "Send length-prefixed frames one at a time in bare SwiftNIO and print the round-trip percentiles."
         )
 
-        @Option(help: "The echo server, as HOST:PORT.")
-        var connect: String
-
-        @Option(help: "The body's size in bytes.")
-        var size = 100
-
-        @Option(help: "How many timed round trips.")
-        var count = 20_000
-
-        @Option(help: "How many untimed round trips first.")
-        var warmup = 1_000
-
+        @OptionGroup var trips: RoundTripOptions
         @OptionGroup var options: NIORequestReplyOptions
 
         func run() async throws {
             options.startWatchdog("The NIO requester")
-            let parts = connect.split(separator: ":")
+            let parts = trips.connect.split(separator: ":")
             guard parts.count == 2, let port = Int(parts[1]) else {
-                throw ValidationError("\"\(connect)\" is not an endpoint; pass HOST:PORT, for example 127.0.0.1:5000.")
+                throw ValidationError("\"\(trips.connect)\" is not an endpoint; pass HOST:PORT, for example 127.0.0.1:5000.")
             }
-            let body = ByteBuffer(repeating: UInt8(ascii: "z"), count: size)
-            let rounds = warmup + count
+            let body = ByteBuffer(repeating: UInt8(ascii: "z"), count: trips.size)
+            let rounds = trips.warmup + trips.count
             let replies = NIOReplies()
             let drive = options.handOff == .none ? NIOPingHandler.Drive(request: body, rounds: rounds) : nil
             let channel = try await ClientBootstrap(group: options.loop)
@@ -107,7 +96,7 @@ extension PeerKitBench {
                 .connect(host: String(parts[0]), port: port).get()
             let times: [Double]
             if drive == nil {
-                let size = size
+                let size = trips.size
                 times = try await withTaskExecutorPreference(options.executor) {
                     var samples: [Double] = []
                     samples.reserveCapacity(rounds)
@@ -125,7 +114,7 @@ extension PeerKitBench {
             } else {
                 times = try await replies.driven()
             }
-            Report.emit(LatencySummary(samples: Array(times.dropFirst(warmup))))
+            Report.emit(LatencySummary(samples: Array(times.dropFirst(trips.warmup))))
             try await channel.close()
         }
     }

@@ -8,35 +8,25 @@ extension PeerKitBench {
             abstract: "Send BenchPayload requests one at a time and print the round-trip percentiles."
         )
 
-        @Option(help: "The echo server, as HOST:PORT.")
-        var connect: String
-
-        @Option(help: "The payload's JSON size in bytes.")
-        var size = 100
-
-        @Option(help: "How many timed round trips.")
-        var count = 20_000
-
-        @Option(help: "How many untimed round trips first.")
-        var warmup = 1_000
+        @OptionGroup var trips: RoundTripOptions
 
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
             common.startWatchdog("The requester")
-            let endpoints = BenchTransceiver.endpoints([connect])
+            let endpoints = BenchTransceiver.endpoints([trips.connect])
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "ping",
                                                     discovery: .staticPeers(endpoints), listens: false, logLevel: common.logLevel, security: common.peerSecurity,
                                                     resumesSessions: common.sessions, oneLoop: common.oneLoop)
             let connectBegin = ContinuousClock.now
             try await transceiver.start()
             guard let peer = await transceiver.waitForConnectedPeers(1).first else {
-                Report.fail("No echo server connected at \(connect).")
+                Report.fail("No echo server connected at \(trips.connect).")
             }
             let connectMilliseconds = ContinuousClock.now.seconds(since: connectBegin) * 1000
             let samples = common.ownCoding
-                ? try await roundTrips(OwnCodedBenchPayload(size: size, seq: 0), with: transceiver, to: peer)
-                : try await roundTrips(BenchPayload(size: size, seq: 0), with: transceiver, to: peer)
+                ? try await roundTrips(OwnCodedBenchPayload(size: trips.size, seq: 0), with: transceiver, to: peer)
+                : try await roundTrips(BenchPayload(size: trips.size, seq: 0), with: transceiver, to: peer)
             var summary = LatencySummary(samples: samples)
             summary.connectMs = connectMilliseconds
             Report.emit(summary)
@@ -45,7 +35,7 @@ extension PeerKitBench {
 
         /// The round trips' times in µs: `warmup` untimed, then `count` timed requests of `template`.
         private func roundTrips<Payload: BenchMessage>(_ template: Payload, with transceiver: PeerTransceiver, to peer: Peer) async throws -> [Double] {
-            let timed = count, warmup = warmup
+            let timed = trips.count, warmup = trips.warmup
             // With --one-loop the requests are made from the transceiver's loop, as
             // EventLoopTaskExecutor's documentation shows; otherwise from the task's own thread.
             return try await withTaskExecutorPreference(common.oneLoop ? BenchTransceiver.oneLoop : nil) {
