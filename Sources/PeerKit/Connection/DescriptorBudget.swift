@@ -38,12 +38,27 @@ struct DescriptorBudget: Equatable, Sendable {
             defer { closedir(directory) }
             var count = 0
             while let entry = readdir(directory) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                if name != "." && name != ".." { count += 1 }
+                if !isDotOrDotDot(entry) { count += 1 }
             }
             // The directory's own descriptor was open while counting.
             return max(0, count - 1)
         }
         return (0..<min(limit, 65_536)).reduce(0) { count, fd in fcntl(Int32(fd), F_GETFD) == -1 ? count : count + 1 }
+    }
+
+    /// Whether the directory entry `entry` (from `readdir`) is "." or "..".
+    ///
+    /// The name is read in place, a byte at a time and no further than its terminating zero.
+    /// `readdir` returns records only as long as their names (`d_reclen`), not the whole
+    /// `struct dirent`: reading `entry.pointee.d_name`, a 256-byte array, copies bytes past the end
+    /// of a short record, and when the record ends a page, from a page that is not mapped (a test
+    /// run crashed there, in `ConnectionManager.start()`).
+    static func isDotOrDotDot(_ entry: UnsafePointer<dirent>) -> Bool {
+        // Every dirent has its name; were the offset unknown, "." and ".." would count as open
+        // descriptors, which only makes the budget 2 smaller.
+        guard let offset = MemoryLayout<dirent>.offset(of: \.d_name) else { return false }
+        let name = UnsafeRawPointer(entry).advanced(by: offset).assumingMemoryBound(to: UInt8.self)
+        let dot = UInt8(ascii: ".")
+        return name[0] == dot && (name[1] == 0 || (name[1] == dot && name[2] == 0))
     }
 }
