@@ -30,13 +30,14 @@ extension PeerKitBench {
             options.startWatchdog("The NIO echo server")
             let handsOff = options.handOff != .none
             let (requests, queue) = AsyncStream.makeStream(of: (ByteBuffer, any Channel).self)
+            let firstClose = options.loop.makePromise(of: Void.self)
             let server = try await ServerBootstrap(group: options.loop)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
-                        try channel.pipeline.syncOperations.addHandler(NIOEchoHandler(handOff: handsOff ? queue : nil))
+                        try channel.pipeline.syncOperations.addHandler(NIOEchoHandler(handOff: handsOff ? queue : nil, firstClose: firstClose))
                     }
                 }
                 .bind(host: "127.0.0.1", port: 0).get()
@@ -51,7 +52,7 @@ extension PeerKitBench {
                 }
             }
             // The first connection's end ends the process (the echo's close event).
-            try await NIOEchoHandler.firstClose.futureResult.get()
+            try await firstClose.futureResult.get()
             try await server.close()
             queue.finish()
         }
@@ -83,7 +84,7 @@ extension PeerKitBench {
             }
             let body = ByteBuffer(repeating: UInt8(ascii: "z"), count: trips.size)
             let rounds = trips.warmup + trips.count
-            let replies = NIOReplies()
+            let replies = NIOReplies(on: options.loop)
             let drive = options.handOff == .none ? NIOPingHandler.Drive(request: body, rounds: rounds) : nil
             let channel = try await ClientBootstrap(group: options.loop)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -171,12 +172,13 @@ private final class NIOEchoHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     /// Completed when the first connection closes.
-    static let firstClose = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: Void.self)
+    private let firstClose: EventLoopPromise<Void>
 
     private let handOff: AsyncStream<(ByteBuffer, any Channel)>.Continuation?
 
-    init(handOff: AsyncStream<(ByteBuffer, any Channel)>.Continuation?) {
+    init(handOff: AsyncStream<(ByteBuffer, any Channel)>.Continuation?, firstClose: EventLoopPromise<Void>) {
         self.handOff = handOff
+        self.firstClose = firstClose
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -189,7 +191,7 @@ private final class NIOEchoHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        Self.firstClose.succeed()
+        firstClose.succeed()
         context.fireChannelInactive()
     }
 }
@@ -198,7 +200,12 @@ private final class NIOEchoHandler: ChannelInboundHandler {
 /// of the rounds the handler drove (`--hand-off none`).
 private final class NIOReplies: Sendable {
     private let waiting = Mutex<CheckedContinuation<ByteBuffer, any Error>?>(nil)
-    private let done = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: [Double].self)
+    private let done: EventLoopPromise<[Double]>
+
+    /// Replies whose last round completes a promise on `loop`, the process's one loop.
+    init(on loop: any EventLoop) {
+        done = loop.makePromise(of: [Double].self)
+    }
 
     /// Sends `frame` and waits for the reply.
     func request(_ frame: ByteBuffer, on channel: any Channel) async throws -> ByteBuffer {
