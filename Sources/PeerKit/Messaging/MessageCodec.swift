@@ -9,30 +9,37 @@ struct EncodedMessage: Sendable {
     var type: String
     /// The payload's JSON text.
     var payload: ByteBuffer
-    /// The frame with no `id`, `replyTo` or `group` (what `broadcast` and `send(_:to:)` send), when
-    /// the payload was encoded straight into it; `payload` is then a slice of it, and sending it
-    /// copies nothing.
-    private var plainFrame: ByteBuffer?
+    /// The frame the payload was encoded straight into, when it was (`payload` is then a slice
+    /// of it): with ``encodedID`` and ``encodedReplyTo`` and no `group`. `frame(id:replyTo:)`
+    /// for those two returns it, and sending it copies nothing: a plain frame for `broadcast`
+    /// and `send(_:to:)`, a request's frame with its id, a reply's with the id it answers.
+    private var encodedFrame: ByteBuffer?
+    /// The `id` that ``encodedFrame`` carries.
+    private var encodedID: String?
+    /// The `replyTo` that ``encodedFrame`` carries.
+    private var encodedReplyTo: String?
 
     /// A message whose payload JSON is already written.
     init(type: String, payload: ByteBuffer) {
         self.type = type
         self.payload = payload
-        self.plainFrame = nil
+        self.encodedFrame = nil
     }
 
-    /// Encodes `value` (with ``PayloadEncoder``) straight into the frame that `frame()` returns,
-    /// a buffer started with room for `capacity` bytes.
-    init<T: Encodable>(type: String, encoding value: T, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
-        try self.init(type: type, capacity: capacity, allocator: allocator) { frame in
+    /// Encodes `value` (with ``PayloadEncoder``) straight into the frame that
+    /// `frame(id:replyTo:)` returns for the same `id` and `replyTo`, a buffer started with room
+    /// for `capacity` bytes.
+    init<T: Encodable>(type: String, encoding value: T, id: String? = nil, replyTo: String? = nil, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+        try self.init(type: type, id: id, replyTo: replyTo, capacity: capacity, allocator: allocator) { frame in
             try PayloadEncoder.encode(value, appendingTo: consume frame)
         }
     }
 
     /// Writes `value`'s payload with its own ``PeerPayloadEncodable/encode(to:)`` straight into
-    /// the frame that `frame()` returns, a buffer started with room for `capacity` bytes.
-    init<T: PeerPayloadEncodable>(type: String, writing value: T, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
-        try self.init(type: type, capacity: capacity, allocator: allocator) { frame in
+    /// the frame that `frame(id:replyTo:)` returns for the same `id` and `replyTo`, a buffer
+    /// started with room for `capacity` bytes.
+    init<T: PeerPayloadEncodable>(type: String, writing value: T, id: String? = nil, replyTo: String? = nil, capacity: Int = WireKey.minimumFrameCapacity, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws {
+        try self.init(type: type, id: id, replyTo: replyTo, capacity: capacity, allocator: allocator) { frame in
             var payload = PayloadWriter(appendingTo: consume frame)
             try value.encode(to: &payload)
             return try payload.finish()
@@ -41,9 +48,9 @@ struct EncodedMessage: Sendable {
 
     /// The message whose payload `writePayload` appends to the frame it is given, after the
     /// envelope's head.
-    private init(type: String, capacity: Int, allocator: ByteBufferAllocator, writePayload: (consuming ByteBuffer) throws -> ByteBuffer) throws {
+    private init(type: String, id: String?, replyTo: String?, capacity: Int, allocator: ByteBufferAllocator, writePayload: (consuming ByteBuffer) throws -> ByteBuffer) throws {
         var frame = allocator.buffer(capacity: capacity)
-        let lengthIndex = EnvelopeEncoder.writeHead(type: type, id: nil, replyTo: nil, into: &frame)
+        let lengthIndex = EnvelopeEncoder.writeHead(type: type, id: id, replyTo: replyTo, into: &frame)
         let payloadStart = frame.writerIndex
         // `consume`: the frame is then referenced once, so writing to it copies nothing.
         frame = try writePayload(consume frame)
@@ -65,24 +72,28 @@ struct EncodedMessage: Sendable {
         payload.moveReaderIndex(to: payloadStart)
         self.type = type
         self.payload = payload
-        self.plainFrame = frame
+        self.encodedFrame = frame
+        self.encodedID = id
+        self.encodedReplyTo = replyTo
     }
 
-    /// The size of the frame `frame()` returns with no `id`, `replyTo` or `group`, when the
-    /// payload was encoded straight into it.
-    var plainFrameBytes: Int? { plainFrame?.readableBytes }
+    /// The size of the frame the payload was encoded straight into, when it was.
+    var encodedFrameBytes: Int? { encodedFrame?.readableBytes }
 
     /// The frame carrying this message; `group` names the group it is sent to (feature `groups`).
+    /// The frame the payload was encoded into when it carries the same `id` and `replyTo` and no
+    /// group; otherwise a new one, with a copy of the payload.
     func frame(id: String? = nil, replyTo: String? = nil, group: String? = nil) -> ByteBuffer {
-        if id == nil, replyTo == nil, group == nil, let plainFrame { return plainFrame }
+        if group == nil, id == encodedID, replyTo == encodedReplyTo, let encodedFrame { return encodedFrame }
         return EnvelopeEncoder.frame(type: type, id: id, replyTo: replyTo, group: group, payload: payload.readableBytesView)
     }
 }
 
 /// Turns `Codable` values into payload JSON and back, with errors as ``PeerKitError``.
 enum MessageCodec {
-    /// Encodes `value` (with ``PayloadEncoder``) as the payload of a message of its wire key.
-    static func encode<T: Encodable>(_ value: T) throws -> EncodedMessage {
+    /// Encodes `value` (with ``PayloadEncoder``) as the payload of a message of its wire key,
+    /// straight into the frame that carries it with `id` (a request's) or `replyTo` (a reply's).
+    static func encode<T: Encodable>(_ value: T, id: String? = nil, replyTo: String? = nil) throws -> EncodedMessage {
         let key = wireKey(of: T.self)
         let type = key.name
         guard !key.isReserved else {
@@ -91,11 +102,11 @@ enum MessageCodec {
         do {
             let message: EncodedMessage
             if key.writesOwnPayload, let value = value as? any PeerPayloadEncodable {
-                message = try EncodedMessage(type: type, writing: value, capacity: key.frameCapacity)
+                message = try EncodedMessage(type: type, writing: value, id: id, replyTo: replyTo, capacity: key.frameCapacity)
             } else {
-                message = try EncodedMessage(type: type, encoding: value, capacity: key.frameCapacity)
+                message = try EncodedMessage(type: type, encoding: value, id: id, replyTo: replyTo, capacity: key.frameCapacity)
             }
-            if let bytes = message.plainFrameBytes { key.noteFrame(bytes: bytes) }
+            if let bytes = message.encodedFrameBytes { key.noteFrame(bytes: bytes) }
             return message
         } catch {
             throw PeerKitError.encodingFailed(type: type, reason: "\(error)")

@@ -92,7 +92,7 @@ extension PeerTransceiver {
             for peer in members {
                 tasks.addTask {
                     do {
-                        let reply = try await self.exchange(message, with: peer, timeout: timeout, group: group)
+                        let reply = try await self.exchange(message, id: self.nextRequestID(), with: peer, timeout: timeout, group: group)
                         guard reply.type == expectedType else {
                             throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
                         }

@@ -48,7 +48,7 @@ extension PeerTransceiver {
     /// - Throws: as ``request(_:to:expecting:timeout:)``, except that any reply type is accepted;
     ///   ``PeerKitError/encodingFailed(type:reason:)`` when `message` is not valid.
     public func request(_ message: RawPeerMessage, to peer: Peer, timeout: Duration = .seconds(5)) async throws -> RawPeerMessage {
-        let reply = try await exchange(Self.encode(message), with: peer, timeout: timeout)
+        let reply = try await exchange(Self.encode(message), id: nextRequestID(), with: peer, timeout: timeout)
         return RawPeerMessage(type: reply.type, json: String(buffer: reply.payload))
     }
 

@@ -23,15 +23,17 @@ extension PeerTransceiver {
     ) async throws -> R {
         let expectedType = peerMessageType(of: R.self)
         _ = metrics.usedType(expectedType)  // the reply is counted under its own type key
-        let reply = try await exchange(MessageCodec.encode(payload), with: peer, timeout: timeout)
+        let id = nextRequestID()
+        // Encoded straight into the request's frame, id and all.
+        let reply = try await exchange(MessageCodec.encode(payload, id: id), id: id, with: peer, timeout: timeout)
         guard reply.type == expectedType else {
             throw PeerKitError.unexpectedReply(expected: expectedType, received: reply.type, peer: peer.name)
         }
         return try MessageCodec.decode(R.self, from: reply)
     }
 
-    /// Sends `message` to `peer` as a request and waits for the envelope that answers it: the
-    /// part of a request that does not depend on the reply's type.
+    /// Sends `message` to `peer` as request `id` (``nextRequestID()``) and waits for the envelope
+    /// that answers it: the part of a request that does not depend on the reply's type.
     ///
     /// Everything up to the send happens before the first suspension: the request is registered,
     /// its timeout set (its deadline fixed when the request is made) and its frame queued, so a
@@ -39,12 +41,11 @@ extension PeerTransceiver {
     /// and a test clock moved right after the call finds the timeout set.
     /// - Throws: ``PeerKitError/remoteError(reason:peer:)`` when the answer is an error, and the
     ///   other errors ``request(_:to:expecting:timeout:)`` lists.
-    func exchange(_ message: EncodedMessage, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
+    func exchange(_ message: EncodedMessage, id: String, with peer: Peer, timeout: Duration, group: String? = nil) async throws -> Envelope {
         let session = try runningSession()
         try session.manager.requireConnected(peer)
         // A request from a task cancelled already is not sent.
         try Task.checkCancellation()
-        let id = nextRequestID()
         let pending = pending
         let manager = session.manager
         pending.register(id: id, peerID: peer.id, timeout: .init(after: timeout, eventLoop: manager.timerLoop) {

@@ -22,7 +22,7 @@ struct WireKeyTests {
 
         let long = Fresh(text: String(repeating: "x", count: 400))
         let first = try MessageCodec.encode(long)
-        let bytes = try #require(first.plainFrameBytes)
+        let bytes = try #require(first.encodedFrameBytes)
         #expect(bytes > 400)
         #expect(key.frameCapacity == bytes + bytes / 8)
 

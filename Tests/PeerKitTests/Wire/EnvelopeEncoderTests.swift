@@ -82,6 +82,32 @@ struct EnvelopeEncoderTests {
         #expect(try EnvelopeParser.parse(frame).decodePayload(Note.self) == note)
     }
 
+    @Test("a request or a reply encoded with its id or replyTo is sent in the frame it was encoded into, not a copy")
+    func encodedWithItsAddress() throws {
+        struct Note: Codable, Equatable { var text: String }
+        let note = Note(text: "milk")
+        let payload = try PayloadEncoder.encode(note)
+        /// Whether `message`'s payload bytes lie inside `frame`'s: the frame is the one it was encoded into.
+        func isEncodedFrame(_ frame: ByteBuffer, of message: EncodedMessage) -> Bool {
+            let start = frame.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+            let inside = message.payload.withUnsafeReadableBytes { UInt(bitPattern: $0.baseAddress) }
+            return inside > start && inside < start + UInt(frame.readableBytes)
+        }
+        let request = try MessageCodec.encode(note, id: "7")
+        #expect(request.frame(id: "7") == EnvelopeEncoder.frame(type: "Note", id: "7", payload: payload.readableBytesView))
+        #expect(isEncodedFrame(request.frame(id: "7"), of: request))
+        let reply = try MessageCodec.encode(note, replyTo: "7")
+        #expect(reply.frame(replyTo: "7") == EnvelopeEncoder.frame(type: "Note", replyTo: "7", payload: payload.readableBytesView))
+        #expect(isEncodedFrame(reply.frame(replyTo: "7"), of: reply))
+        // Asked for another address, or for a group, the frame is written anew around the payload.
+        #expect(request.frame() == EnvelopeEncoder.frame(type: "Note", payload: payload.readableBytesView))
+        #expect(!isEncodedFrame(request.frame(), of: request))
+        #expect(request.frame(id: "8") == EnvelopeEncoder.frame(type: "Note", id: "8", payload: payload.readableBytesView))
+        #expect(reply.frame(replyTo: "7", group: "g") == EnvelopeEncoder.frame(type: "Note", replyTo: "7", group: "g", payload: payload.readableBytesView))
+        let plain = try MessageCodec.encode(note)
+        #expect(isEncodedFrame(plain.frame(), of: plain))
+    }
+
     @Test("a value the streaming encoder gives up on is framed from JSONEncoder's output, with nothing of the first attempt left")
     func encodedIntoItsFrameAfterFallback() throws {
         let message = try MessageCodec.encode(SuperEncodingDerived())
