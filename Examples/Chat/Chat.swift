@@ -98,7 +98,9 @@ struct Chat: AsyncParsableCommand {
         transceiver.receive(DirectMessage.self) { message, sender in
             say("(direct) \(sender.name): \(message.text)")
         }
-        transceiver.respond(to: WhoRequest.self) { _, _ in
+        // Answered from what the transceiver holds, without waiting for anything: on the
+        // network thread, as the request is read.
+        transceiver.respondImmediately(to: WhoRequest.self) { _, _ in
             WhoAnswer(name: name, rooms: transceiver.groups)
         }
 

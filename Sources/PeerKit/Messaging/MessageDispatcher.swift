@@ -28,6 +28,15 @@ import NIOCore
 ///
 /// **Disconnected peers.** Requests of a peer that disconnected are dropped unhandled: nobody is
 /// there to receive their replies. Its one-way messages already accepted are still handled.
+///
+/// **Immediate responders.** A request whose handler never suspends
+/// (``MessageRegistry/Handler/handleImmediately``, ``PeerTransceiver/respondImmediately(to:using:)``)
+/// is answered inside ``enqueue(_:from:on:)``, on the connection's event loop, when ``run()`` is
+/// waiting for work (no handler runs) and its peer has nothing queued; while it is answered,
+/// ``run()`` is not woken (``Queue/answeringImmediately``). So handlers still run one at a time
+/// and a peer's messages in order; a request that finds a handler running or its peer's messages
+/// queued is queued like any message. A read's requests are answered so up to ``maximumBatch``,
+/// and until another peer's message is queued, as ``run()``'s batches are.
 final class MessageDispatcher: InboundMessageSink {
     private struct Inbound: Sendable {
         var envelope: Envelope
@@ -46,6 +55,11 @@ final class MessageDispatcher: InboundMessageSink {
         var finished = false
         /// How many turns were given to peers that had none, ever (see ``Round/turnsGiven``).
         var turnsGiven = 0
+        /// A request is being answered by its immediate handler, outside ``run()``: ``run()``,
+        /// waiting for work, is not woken until it is done (handlers run one at a time).
+        var answeringImmediately = false
+        /// The wire keys whose immediate handler was named in a warning for running long.
+        var warnedSlow: Set<String> = []
 
         var isEmpty: Bool { turns.isEmpty }
 
@@ -226,6 +240,7 @@ final class MessageDispatcher: InboundMessageSink {
     /// Accepts messages from a connection, in order: replies are resolved at once, the rest
     /// queued with one lock for all.
     func enqueue(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection) {
+        var envelopes = envelopes
         var cost = 0
         // By index, in place: `for envelope in envelopes` would copy each envelope (a retain and
         // a release of each of its strings and its payload), and this runs for every message.
@@ -240,13 +255,20 @@ final class MessageDispatcher: InboundMessageSink {
             }
         }
         guard cost > 0 else { return }
+        if registry.mayHaveImmediateHandlers {
+            let answered = answerImmediately(envelopes, from: sender, on: connection)
+            guard answered.cost < cost else { return }
+            cost -= answered.cost
+            envelopes = envelopes[answered.end...]
+        }
         let (queued, wake) = queue.withLockedValue { queue -> (Bool, (CheckedContinuation<Round, Never>, Round)?) in
             guard !queue.finished else { return (false, nil) }
             let (count, newTurn) = queue.append(envelopes, from: sender, on: connection)
             if newTurn { turnsGiven.store(queue.turnsGiven, ordering: .releasing) }
             unfinished.add(count, ordering: .releasing)
             // A parked peer's message gives it no turn: the dispatcher has nothing new to do.
-            guard let waiting = queue.waiting, !queue.isEmpty else { return (true, nil) }
+            // While an immediate handler runs, the message waits for it (``endAnsweringImmediately``).
+            guard let waiting = queue.waiting, !queue.isEmpty, !queue.answeringImmediately else { return (true, nil) }
             queue.waiting = nil
             return (true, (waiting, queue.takeRound()))
         }
@@ -256,6 +278,83 @@ final class MessageDispatcher: InboundMessageSink {
             for envelope in envelopes where envelope.replyTo == nil { connection.inboundDropped(envelope) }
         }
         if let (waiting, batch) = wake { waiting.resume(returning: batch) }
+    }
+
+    /// The longest an immediate handler runs before it is named in a warning (once per wire key):
+    /// while it runs, the connections of its event loop are neither read nor written.
+    static let slowImmediateHandler = Duration.milliseconds(50)
+
+    /// Answers the requests at the head of `envelopes` (replies, resolved already, are passed
+    /// over) whose handlers run immediately, while nothing is ahead of them (the type's
+    /// documentation); returns where the rest begins and what the answered ones counted.
+    ///
+    /// Fair as ``run()``'s batches are: at most ``maximumBatch`` of a read's requests are answered
+    /// here, and none more once another peer's message is queued; the rest wait their turn.
+    private func answerImmediately(_ envelopes: ArraySlice<Envelope>, from sender: Peer, on connection: PeerConnection) -> (end: Int, cost: Int) {
+        var index = envelopes.startIndex
+        var cost = 0
+        var answered = 0
+        var turnsSeen: Int?
+        defer { if turnsSeen != nil { endAnsweringImmediately() } }
+        let outbound = outboundBox.withLockedValue { $0 }
+        while index < envelopes.endIndex {
+            if envelopes[index].replyTo != nil {
+                index += 1
+                continue
+            }
+            // Requests to no group whose peer reads its replies; the rest go the usual way.
+            guard let id = envelopes[index].id, envelopes[index].group == nil,
+                  let handler = registry.handler(for: envelopes[index].type), let handle = handler.handleImmediately,
+                  (outbound?.outboxState(of: sender.id) ?? .room) == .room else { break }
+            if let turnsSeen {
+                guard answered < Self.maximumBatch, turnsGiven.load(ordering: .acquiring) == turnsSeen else { break }
+            } else {
+                guard let turns = beginAnsweringImmediately(for: sender.id) else { break }
+                turnsSeen = turns
+            }
+            answered += 1
+            let message = Inbound(envelope: envelopes[index], sender: sender, connection: connection)
+            let started = NIODeadline.now()
+            let result = Result { try handle(message.envelope, sender) }
+            let took = NIODeadline.now() - started
+            answer(id, with: result, of: message, outbound: outbound)
+            if took.nanoseconds > Self.slowImmediateHandler.timeAmount.nanoseconds { warnSlow(message.envelope.type, took: took) }
+            let messageCost = PeerConnectionHandler.cost(of: message.envelope)
+            connection.inboundHandled(messageCost)
+            cost += messageCost
+            index += 1
+        }
+        return (index, cost)
+    }
+
+    /// Whether a request of `peerID` may be answered now, outside ``run()``: it is waiting for
+    /// work and nothing of the peer is queued. If so, ``run()`` stays waiting until
+    /// ``endAnsweringImmediately()``, and this returns ``Queue/turnsGiven`` (nil if not).
+    private func beginAnsweringImmediately(for peerID: String) -> Int? {
+        queue.withLockedValue { queue in
+            guard queue.waiting != nil, !queue.finished, !queue.answeringImmediately, queue.perPeer[peerID] == nil else { return nil }
+            queue.answeringImmediately = true
+            return queue.turnsGiven
+        }
+    }
+
+    /// The immediate answers are done: ``run()`` takes what arrived meanwhile.
+    private func endAnsweringImmediately() {
+        let wake = queue.withLockedValue { queue -> (CheckedContinuation<Round, Never>, Round)? in
+            queue.answeringImmediately = false
+            guard let waiting = queue.waiting, !queue.isEmpty else { return nil }
+            queue.waiting = nil
+            return (waiting, queue.takeRound())
+        }
+        if let (waiting, batch) = wake { waiting.resume(returning: batch) }
+    }
+
+    /// Names an immediate handler that ran long in the log, once per wire key.
+    private func warnSlow(_ type: String, took: TimeAmount) {
+        let first = queue.withLockedValue { $0.warnedSlow.insert(type).inserted }
+        guard first else { return }
+        let milliseconds = took.nanoseconds / 1_000_000
+        logger.warning("The immediate handler of \(LogSafe.text(type, maximumBytes: 80)) requests ran for \(milliseconds) ms on an event loop, which read and wrote none of its connections meanwhile; register a handler that waits with respond(to:using:). This warning is not repeated for this type.")
     }
 
     /// Ends ``run()`` once the queued messages are handled.
@@ -347,7 +446,7 @@ final class MessageDispatcher: InboundMessageSink {
         let wake = queue.withLockedValue { queue -> (CheckedContinuation<Round, Never>, Round)? in
             guard !queue.parked.isEmpty else { return nil }
             queue.unparkAll()
-            guard let waiting = queue.waiting, !queue.isEmpty else { return nil }
+            guard let waiting = queue.waiting, !queue.isEmpty, !queue.answeringImmediately else { return nil }
             queue.waiting = nil
             return (waiting, queue.takeRound())
         }
@@ -402,26 +501,38 @@ final class MessageDispatcher: InboundMessageSink {
             }
             return
         }
+        let result: Result<EncodedMessage?, any Error>
         do {
-            let reply = try await handler.handle(envelope, message.sender)
-            if let reply, let id = envelope.id {
-                metrics.usedType(reply.type).sent(payloadBytes: reply.payload.readableBytes)
-                send(reply.frame(replyTo: id), answering: message, outbound: outbound)
-            }
-        } catch let error as PeerKitError {
-            if let id = envelope.id {
-                replyWithError(error.description, to: id, of: message, outbound: outbound)
-            } else {
+            result = .success(try await handler.handle(envelope, message.sender))
+        } catch {
+            result = .failure(error)
+        }
+        if let id = envelope.id {
+            answer(id, with: result, of: message, outbound: outbound)
+        } else if case let .failure(error) = result {
+            if let error = error as? PeerKitError {
                 logger.warning("A message from \(message.sender) was not handled: \(error)")
                 reportError(error)
-            }
-        } catch {
-            // The handler itself threw: tell the requester why.
-            if let id = envelope.id {
-                replyWithError("\(error)", to: id, of: message, outbound: outbound)
             } else {
                 logger.warning("The \(LogSafe.text(envelope.type, maximumBytes: 80)) handler failed: \(error)")
             }
+        }
+    }
+
+    /// Sends the reply to request `id` that its handler returned, or the error it threw: a
+    /// ``PeerKitError`` (a payload that did not decode, say) by its description, the handler's
+    /// own error as it describes itself.
+    private func answer(_ id: String, with result: Result<EncodedMessage?, any Error>, of message: Inbound, outbound: (any PeerOutbound)?) {
+        switch result {
+        case let .success(reply?):
+            metrics.usedType(reply.type).sent(payloadBytes: reply.payload.readableBytes)
+            send(reply.frame(replyTo: id), answering: message, outbound: outbound)
+        case .success(nil):
+            break
+        case let .failure(error as PeerKitError):
+            replyWithError(error.description, to: id, of: message, outbound: outbound)
+        case let .failure(error):
+            replyWithError("\(error)", to: id, of: message, outbound: outbound)
         }
     }
 

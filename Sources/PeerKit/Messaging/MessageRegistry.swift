@@ -11,7 +11,26 @@ final class MessageRegistry: Sendable {
     /// calls it once per message, and a plain `async` closure would switch executors on each
     /// call, to the one it already runs on.
     struct Handler: Sendable {
-        let handle: nonisolated(nonsending) @Sendable (_ envelope: Envelope, _ sender: Peer) async throws -> EncodedMessage?
+        typealias Handle = nonisolated(nonsending) @Sendable (_ envelope: Envelope, _ sender: Peer) async throws -> EncodedMessage?
+
+        let handle: Handle
+        /// The same work without suspending, for a responder registered with
+        /// ``PeerTransceiver/respondImmediately(to:using:)``: the dispatcher may call it on the
+        /// connection's event loop as the request is read (``MessageDispatcher``). Nil for the rest.
+        let handleImmediately: (@Sendable (_ envelope: Envelope, _ sender: Peer) throws -> EncodedMessage?)?
+
+        /// A handler that may suspend: run by the dispatcher's task.
+        init(handle: @escaping Handle) {
+            self.handle = handle
+            self.handleImmediately = nil
+        }
+
+        /// A handler that never suspends: run where the request is read when nothing is ahead of
+        /// it, else by the dispatcher's task in turn.
+        init(immediately handle: @escaping @Sendable (_ envelope: Envelope, _ sender: Peer) throws -> EncodedMessage?) {
+            self.handle = { envelope, sender in try handle(envelope, sender) }
+            self.handleImmediately = handle
+        }
     }
 
     /// What handles a wire key that has no handler of its own: the key, the payload, the sender.
@@ -29,9 +48,16 @@ final class MessageRegistry: Sendable {
     private let fallback = NIOLockedValueBox<Fallback?>(nil)
     /// Counts the changes to ``handlers``: a ``Found`` of an earlier count is looked up again.
     private let generation = Atomic<Int>(0)
+    /// Whether a handler that runs immediately was ever registered: until one is, the dispatcher
+    /// looks for none (a load instead of a lookup per message).
+    private let someRunImmediately = Atomic<Bool>(false)
+
+    /// Whether some wire key may have a handler that runs immediately (``Handler/handleImmediately``).
+    var mayHaveImmediateHandlers: Bool { someRunImmediately.load(ordering: .relaxed) }
 
     /// Registers `handler` for `type`, replacing any earlier one.
     func register(_ type: String, _ handler: Handler) {
+        if handler.handleImmediately != nil { someRunImmediately.store(true, ordering: .relaxed) }
         handlers.withLockedValue { $0[type] = handler }
         generation.add(1, ordering: .releasing)
     }

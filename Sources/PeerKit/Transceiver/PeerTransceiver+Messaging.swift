@@ -41,8 +41,41 @@ extension PeerTransceiver {
         registry.register(key, .init { envelope, sender in
             let value = try decode(envelope)
             let reply = try await handler(value, sender)
-            return try MessageCodec.encode(reply)
+            // Framed as the answer to the request's id, as the dispatcher sends it.
+            return try MessageCodec.encode(reply, replyTo: envelope.id)
         })
+    }
+
+    /// Registers a request handler that answers as the request is read, on the connection's
+    /// event loop: no task, no hand-off to another thread, on either side of the handler.
+    ///
+    /// ```swift
+    /// let prices = Mutex<[String: Double]>([:])  // import Synchronization
+    /// transceiver.respondImmediately(to: PriceQuery.self) { query, sender in
+    ///     PriceQuote(price: prices.withLock { $0[query.symbol] })
+    /// }
+    /// ```
+    /// For handlers that answer at once from what they hold (a lookup, a counter, a copy): the
+    /// handler is synchronous and must not block or wait, because while it runs the event loop
+    /// reads, writes and heartbeats no connection of its own. A handler that waits, for a lock
+    /// held long, a file or another peer, belongs in ``respond(to:using:)``, which runs off the
+    /// event loops. One that runs longer than 50 ms is named in a warning in the log, once per wire
+    /// key.
+    ///
+    /// The guarantees of the other handlers hold: handlers of one transceiver run one at a time,
+    /// and a peer's messages in the order they arrived. A request is answered where it is read
+    /// only when no handler is running and nothing of its peer waits to be handled; otherwise
+    /// it waits its turn like any message, and the dispatcher's task calls the handler. Replies,
+    /// errors and timeouts are those of ``respond(to:using:)``: an error the handler throws is
+    /// sent back as `peerkit.error`.
+    public func respondImmediately<T: Decodable & SendableMetatype, R: Encodable & SendableMetatype>(to type: T.Type, using handler: @escaping @Sendable (T, _ sender: Peer) throws -> R) {
+        let key = peerMessageType(of: T.self)
+        _ = metrics.usedType(key)  // from now on, messages of this key are counted under it
+        let decode = MessageCodec.decoder(for: T.self)
+        registry.register(key, .init(immediately: { envelope, sender in
+            let value = try decode(envelope)
+            return try MessageCodec.encode(handler(value, sender), replyTo: envelope.id)
+        }))
     }
 
     /// Removes the handler for `T`'s wire key.
