@@ -48,6 +48,19 @@ RATIOS = [
                                   ("pyzmq JSON", "zmq.rtt.json.unpinned.p50"), ("bare NIO", "nio.rtt.loop.unpinned.p50"),
                                   ("NIO + loop tasks", "nio.rtt.looptask.unpinned.p50")]),
     ("pk.resource.1g", [("raw", "raw.tput.1g")]),
+    # The echo with an immediate responder (respondImmediately), against the same baselines and
+    # against the echo's usual handler task in the same rounds ("respond").
+    *[(f"pk.rtt.immediate.{label}.p50", [("raw", f"raw.rtt.{label}.p50"), ("pyzmq", f"zmq.rtt.bytes.{label}.p50"),
+                                         ("pyzmq JSON", f"zmq.rtt.json.{label}.p50"), ("respond", f"pk.rtt.{label}.p50")])
+      for label in ("pinned", "unpinned")],
+    *[(f"pk.rtt.loop.immediate.{label}.p50", [("raw", f"raw.rtt.{label}.p50"), ("pyzmq", f"zmq.rtt.bytes.{label}.p50"),
+                                              ("pyzmq JSON", f"zmq.rtt.json.{label}.p50"), ("bare NIO", f"nio.rtt.loop.{label}.p50"),
+                                              ("respond", f"pk.rtt.loop.{label}.p50")])
+      for label in ("pinned", "unpinned")],
+    *[(f"pk.rtt.loop.immediate.own.{label}.p50", [("raw", f"raw.rtt.{label}.p50"), ("pyzmq", f"zmq.rtt.bytes.{label}.p50"),
+                                                  ("bare NIO", f"nio.rtt.loop.{label}.p50"),
+                                                  ("Codable", f"pk.rtt.loop.immediate.{label}.p50")])
+      for label in ("pinned", "unpinned")],
     ("pk.fanout.1", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.1"),
                       ("JSON floor", "json.floor.100")]),
     ("pk.fanout.4", [("raw", "raw.tput.100.single"), ("pyzmq", "zmq.tput.100.bytes"), ("pyzmq PUB/SUB", "zmq.fanout.4"),
@@ -132,6 +145,10 @@ TARGETS = [
      lambda f: ratio_target(f, "pk.tput.100.send.own", "zmq.tput.100.bytes", lambda r: r >= 0.35)),
     ("pk.rtt.own.pinned.p50", "≤ 1.0× pyzmq REQ/REP, own payload coding (one core; issue 34)",
      lambda f: ratio_target(f, "pk.rtt.own.pinned.p50", "zmq.rtt.bytes.pinned.p50", lambda r: r <= 1.0)),
+    *[(f"pk.rtt.{kind}.{label}.p50", f"≤ 1.0× pyzmq REQ/REP, {what} (issue 34)",
+       lambda f, kind=kind, label=label: ratio_target(f, f"pk.rtt.{kind}.{label}.p50", f"zmq.rtt.bytes.{label}.p50", lambda r: r <= 1.0))
+      for kind, what in (("immediate", "immediate responder"), ("loop.immediate", "immediate responder, one event loop"))
+      for label in ("pinned", "unpinned")],
     ("pk.mesh.64.exchange", "≤ 50 µs of CPU, both ends (issue 34)",
      lambda f: absolute_target(f, "pk.mesh.64.exchange", lambda v: v <= 50)),
     ("pk.sess.on.tput.100", "≥ 0.95× sessions off (issue 32)",
@@ -152,6 +169,10 @@ TARGET_TITLES = {
     "pk.tput.4m": "PeerKit 4 MiB one-way", "pk.rtt.unpinned.p50": "PeerKit request/reply p50, unpinned",
     "pk.rtt.loop.pinned.p50": "PeerKit request/reply p50, one event loop, pinned",
     "pk.rtt.loop.unpinned.p50": "PeerKit request/reply p50, one event loop, unpinned",
+    "pk.rtt.immediate.pinned.p50": "PeerKit request/reply p50, immediate responder, pinned",
+    "pk.rtt.immediate.unpinned.p50": "PeerKit request/reply p50, immediate responder, unpinned",
+    "pk.rtt.loop.immediate.pinned.p50": "PeerKit request/reply p50, immediate responder, one event loop, pinned",
+    "pk.rtt.loop.immediate.unpinned.p50": "PeerKit request/reply p50, immediate responder, one event loop, unpinned",
     "pk.mesh.64.exchange": "64 nodes idle: CPU per heartbeat exchange (both ends)",
     "listr.cli": "listrctl item list", "pk.discovery.pair": "fresh pair, resume() → connected",
     "pk.discovery.join": "new transceiver joins an advertised peer", "listr.dump": "store dump, 64 MiB",

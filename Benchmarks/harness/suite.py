@@ -174,12 +174,14 @@ class Suite:
                       result_from="server", timeout=120)
         return result
 
-    def peerkit_rtt(self, pin, security="none", sessions=False, one_loop=False, own_coding=False):
+    def peerkit_rtt(self, pin, security="none", sessions=False, one_loop=False, own_coding=False, immediate=False):
         service = self.service_type()
         loop = ["--one-loop"] if one_loop else []
         own = own_coding_option(own_coding)
+        # The echo answers with respondImmediately, on the event loop as each request is read.
+        answer = ["--immediate"] if immediate else []
         return pair(pinned([self.pkbench, "echo", "--service-type", service, "--timeout", "120",
-                            *security_option(security), *sessions_option(sessions), *loop, *own], pin),
+                            *security_option(security), *sessions_option(sessions), *loop, *own, *answer], pin),
                     pinned([self.pkbench, "ping", "--connect", "127.0.0.1:{port}", "--size", "100",
                             "--count", str(self.n(20000)), "--service-type", service, "--timeout", "120",
                             *security_option(security), *sessions_option(sessions), *loop, *own], pin),
@@ -415,6 +417,16 @@ class Suite:
             specs.append(({f"pk.rtt.loop.{label}.p50": (f"PeerKit request/reply p50, one event loop, {label}", "µs", "p50us", True),
                            f"pk.rtt.loop.{label}.p99": (f"PeerKit request/reply p99, one event loop, {label}", "µs", "p99us", True)},
                           lambda pin=pin: self.peerkit_rtt(pin, one_loop=True)))
+            # The echo with an immediate responder (respondImmediately): answered on the event loop
+            # as each request is read, the requester as above; on one event loop; and on one loop
+            # with own payload coding, the fastest request/reply PeerKit offers.
+            for kind, what, options in (("immediate", "immediate responder", {}),
+                                        ("loop.immediate", "immediate responder, one event loop", {"one_loop": True}),
+                                        ("loop.immediate.own", "immediate responder, one event loop, own payload coding",
+                                         {"one_loop": True, "own_coding": True})):
+                specs.append(({f"pk.rtt.{kind}.{label}.p50": (f"PeerKit request/reply p50, {what}, {label}", "µs", "p50us", True),
+                               f"pk.rtt.{kind}.{label}.p99": (f"PeerKit request/reply p99, {what}, {label}", "µs", "p99us", True)},
+                              lambda pin=pin, options=options: self.peerkit_rtt(pin, immediate=True, **options)))
             self.measure_rounds(f"rtt.{label}", specs, runs)
 
         self.log("PeerKit resources: 1 GiB between two processes, against a raw C copy of the same bytes, in rounds")

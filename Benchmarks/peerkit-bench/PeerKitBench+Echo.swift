@@ -11,6 +11,11 @@ extension PeerKitBench {
         @Option(help: "The port to listen on; 0 picks a free one.")
         var port = 0
 
+        /// Answer with `respondImmediately(to:using:)`, on the connection's event loop as each
+        /// request is read, instead of `respond(to:using:)`'s handler task.
+        @Flag(help: "Answer with respondImmediately (on the event loop, as each request is read) instead of respond(to:using:).")
+        var immediate = false
+
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
@@ -18,10 +23,11 @@ extension PeerKitBench {
             let transceiver = BenchTransceiver.make(serviceType: common.serviceType, name: "echo",
                                                     discovery: .none, listens: true, port: port, logLevel: common.logLevel, security: common.peerSecurity,
                                                     resumesSessions: common.sessions, oneLoop: common.oneLoop)
-            if common.ownCoding {
-                transceiver.respond(to: OwnCodedBenchPayload.self) { request, _ in request }
-            } else {
-                transceiver.respond(to: BenchPayload.self) { request, _ in request }
+            switch (common.ownCoding, immediate) {
+            case (true, true): transceiver.respondImmediately(to: OwnCodedBenchPayload.self) { request, _ in request }
+            case (true, false): transceiver.respond(to: OwnCodedBenchPayload.self) { request, _ in request }
+            case (false, true): transceiver.respondImmediately(to: BenchPayload.self) { request, _ in request }
+            case (false, false): transceiver.respond(to: BenchPayload.self) { request, _ in request }
             }
             let events = transceiver.events()
             try await transceiver.start()
