@@ -501,16 +501,13 @@ final class MessageDispatcher: InboundMessageSink {
             }
             return
         }
-        let result: Result<EncodedMessage?, any Error>
         do {
-            result = .success(try await handler.handle(envelope, message.sender))
+            let reply = try await handler.handle(envelope, message.sender)
+            if let id = envelope.id { answer(id, with: .success(reply), of: message, outbound: outbound) }
         } catch {
-            result = .failure(error)
-        }
-        if let id = envelope.id {
-            answer(id, with: result, of: message, outbound: outbound)
-        } else if case let .failure(error) = result {
-            if let error = error as? PeerKitError {
+            if let id = envelope.id {
+                answer(id, with: .failure(error), of: message, outbound: outbound)
+            } else if let error = error as? PeerKitError {
                 logger.warning("A message from \(message.sender) was not handled: \(error)")
                 reportError(error)
             } else {
