@@ -39,6 +39,15 @@ struct ImmediateHandlerTests {
             }))
         }
 
+        /// Registers a one-way handler for "Note" that records "peer:note" in ``handled``.
+        func registerNote() {
+            let handled = handled
+            registry.register("Note", .init { _, sender in
+                handled.withLockedValue { $0.append("\(sender.name):note") }
+                return nil
+            })
+        }
+
         /// `enqueue`, with ``insideEnqueue`` set around it.
         func enqueue(_ envelope: Envelope, from peer: Peer, on connection: PeerConnection) {
             insideEnqueue.withLockedValue { $0 = true }
@@ -61,6 +70,9 @@ struct ImmediateHandlerTests {
     func connection() -> PeerConnection {
         PeerConnection(channel: EmbeddedChannel(), direction: .inbound, serviceKey: nil, maximumQueuedInboundBytes: 10_000)
     }
+
+    /// A one-way "Note" (``Harness/registerNote()``).
+    static let note = Envelope(type: "Note", id: nil, replyTo: nil, payload: ByteBuffer(string: "{}"))
 
     func request(_ type: String, _ n: Int, id: String? = nil) -> Envelope {
         Envelope(type: type, id: id ?? "r\(n)", replyTo: nil, payload: ByteBuffer(string: #"{"n":\#(n)}"#))
@@ -94,19 +106,14 @@ struct ImmediateHandlerTests {
     func pipelinedThenQueued() async {
         let harness = Harness()
         harness.registerImmediate("Ask")
-        let handled = harness.handled
-        harness.registry.register("Note", .init { envelope, sender in
-            handled.withLockedValue { $0.append("\(sender.name):note\(String(buffer: envelope.payload))") }
-            return nil
-        })
+        harness.registerNote()
         let run = await harness.startRunning()
-        let note = Envelope(type: "Note", id: nil, replyTo: nil, payload: ByteBuffer(string: #"{"n":2}"#))
         harness.insideEnqueue.withLockedValue { $0 = true }
-        harness.dispatcher.enqueue([request("Ask", 0), request("Ask", 1), note, request("Ask", 3)][...], from: a, on: connection())
+        harness.dispatcher.enqueue([request("Ask", 0), request("Ask", 1), Self.note, request("Ask", 3)][...], from: a, on: connection())
         harness.insideEnqueue.withLockedValue { $0 = false }
         harness.dispatcher.finish()
         await run.value
-        #expect(harness.handled.withLockedValue { $0 } == [#"a:{"n":0}:inline"#, #"a:{"n":1}:inline"#, #"a:note{"n":2}"#, #"a:{"n":3}:task"#])
+        #expect(harness.handled.withLockedValue { $0 } == [#"a:{"n":0}:inline"#, #"a:{"n":1}:inline"#, "a:note", #"a:{"n":3}:task"#])
         #expect(harness.outbox.sent.withLockedValue { $0 }.count == 3)
     }
 
@@ -141,15 +148,11 @@ struct ImmediateHandlerTests {
     func waitsBehindItsPeersQueue() async {
         let harness = Harness()
         harness.registerImmediate("Ask")
-        let handled = harness.handled
-        harness.registry.register("Note", .init { envelope, sender in
-            handled.withLockedValue { $0.append("\(sender.name):note") }
-            return nil
-        })
+        harness.registerNote()
         let run = await harness.startRunning()
         // A's outbox is full: its note is parked, queued, and the dispatcher waits for work.
         harness.outbox.fullPeers.withLockedValue { $0 = ["A"] }
-        harness.dispatcher.enqueue(Envelope(type: "Note", id: nil, replyTo: nil, payload: ByteBuffer(string: "{}")), from: a, on: connection())
+        harness.dispatcher.enqueue(Self.note, from: a, on: connection())
         while !harness.dispatcher.isWaitingForWork { await Task.yield() }
         // The outbox drained, and the wake-up has not come yet: the request has room, but the
         // note is still ahead of it.
@@ -172,14 +175,11 @@ struct ImmediateHandlerTests {
         let wokenDuring = NIOLockedValueBox<Bool?>(nil)
         harness.registerImmediate("Ask") {
             // Another connection (another loop, say) delivers meanwhile.
-            dispatcher.enqueue(Envelope(type: "Note", id: nil, replyTo: nil, payload: ByteBuffer(string: "{}")), from: b, on: conn)
+            dispatcher.enqueue(Self.note, from: b, on: conn)
             wokenDuring.withLockedValue { $0 = !dispatcher.isWaitingForWork }
         }
+        harness.registerNote()
         let handled = harness.handled
-        harness.registry.register("Note", .init { _, sender in
-            handled.withLockedValue { $0.append("\(sender.name):note") }
-            return nil
-        })
         let run = await harness.startRunning()
         harness.enqueue(request("Ask", 0), from: a, on: conn)
         #expect(wokenDuring.withLockedValue { $0 } == false)
@@ -199,13 +199,9 @@ struct ImmediateHandlerTests {
         harness.registerImmediate("Ask")
         // The handler of "Cut" delivers another peer's note meanwhile (another loop, say).
         harness.registerImmediate("Cut") {
-            dispatcher.enqueue(Envelope(type: "Note", id: nil, replyTo: nil, payload: ByteBuffer(string: "{}")), from: b, on: conn)
+            dispatcher.enqueue(Self.note, from: b, on: conn)
         }
-        let handled = harness.handled
-        harness.registry.register("Note", .init { _, sender in
-            handled.withLockedValue { $0.append("\(sender.name):note") }
-            return nil
-        })
+        harness.registerNote()
         let run = await harness.startRunning()
         let batch = MessageDispatcher.maximumBatch
         harness.insideEnqueue.withLockedValue { $0 = true }
