@@ -59,8 +59,8 @@ extension PeerTransceiver {
     /// handler is synchronous and must not block or wait, because while it runs the event loop
     /// reads, writes and heartbeats no connection of its own. A handler that waits, for a lock
     /// held long, a file or another peer, belongs in ``respond(to:using:)``, which runs off the
-    /// event loops. One that runs longer than 50 ms is named in a warning in the log, once per wire
-    /// key.
+    /// event loops. One that holds the event loop longer than 50 ms is named in a warning in the
+    /// log, once per wire key.
     ///
     /// The guarantees of the other handlers hold: handlers of one transceiver run one at a time,
     /// and a peer's messages in the order they arrived. A request is answered where it is read
