@@ -27,6 +27,16 @@ func connectedStar(spokes count: Int, serviceType: String = randomServiceType())
     return (hub, spokes)
 }
 
+/// `count` questions ("q0", "q1", …) that `asker` asks `peer` at once, each answer by its question's index.
+func askAtOnce(_ asker: PeerTransceiver, _ peer: Peer, count: Int = 50) async throws -> [Int: Answer] {
+    try await withThrowingTaskGroup(of: (Int, Answer).self) { group in
+        for index in 0..<count {
+            group.addTask { (index, try await asker.request(Question(text: "q\(index)"), to: peer, expecting: Answer.self, timeout: generousRequestTimeout)) }
+        }
+        return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+    }
+}
+
 @Suite("Transceiver messaging over loopback TCP")
 struct TransceiverMessagingTests {
     @Test("a broadcast reaches every connected peer, once, with the sender taken from the connection")
@@ -94,12 +104,7 @@ struct TransceiverMessagingTests {
         let answer = try await spokes[0].request(Question(text: "ping"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)
         #expect(answer == Answer(text: "PING", from: "spoke0"))
         // Many requests at once are each matched to their own reply.
-        let answers = try await withThrowingTaskGroup(of: (Int, Answer).self) { group in
-            for index in 0..<50 {
-                group.addTask { (index, try await spokes[0].request(Question(text: "q\(index)"), to: hubPeer, expecting: Answer.self, timeout: generousRequestTimeout)) }
-            }
-            return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
-        }
+        let answers = try await askAtOnce(spokes[0], hubPeer)
         #expect(answers.count == 50)
         #expect(answers.allSatisfy { $0.value.text == "Q\($0.key)" })
         // The other spoke saw none of the replies: a broadcast marker arrives first and alone.
