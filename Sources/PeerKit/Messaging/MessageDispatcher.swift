@@ -282,7 +282,7 @@ final class MessageDispatcher: InboundMessageSink {
 
     /// The longest an immediate handler runs before it is named in a warning (once per wire key):
     /// while it runs, the connections of its event loop are neither read nor written.
-    static let slowImmediateHandler = Duration.milliseconds(50)
+    static let slowImmediateHandler = TimeAmount.milliseconds(50)
 
     /// Answers the requests at the head of `envelopes` (replies, resolved already, are passed
     /// over) whose handlers run immediately, while nothing is ahead of them (the type's
@@ -318,7 +318,7 @@ final class MessageDispatcher: InboundMessageSink {
             let result = Result { try handle(message.envelope, sender) }
             let took = NIODeadline.now() - started
             answer(id, with: result, of: message, outbound: outbound)
-            if took.nanoseconds > Self.slowImmediateHandler.timeAmount.nanoseconds { warnSlow(message.envelope.type, took: took) }
+            if took > Self.slowImmediateHandler { warnSlow(message.envelope.type, took: took) }
             let messageCost = PeerConnectionHandler.cost(of: message.envelope)
             connection.inboundHandled(messageCost)
             cost += messageCost
