@@ -302,8 +302,9 @@ final class MessageDispatcher: InboundMessageSink {
                 index += 1
                 continue
             }
-            // Requests to no group whose peer reads its replies; the rest go the usual way.
-            guard let id = envelopes[index].id, envelopes[index].group == nil,
+            // Requests whose peer reads its replies, to no group or to one this side is in; the
+            // rest go the usual way (a group this side left is answered there with the reason).
+            guard let id = envelopes[index].id, envelopes[index].group.map(groups.isMember) ?? true,
                   let handler = registry.handler(for: envelopes[index].type), let handle = handler.handleImmediately,
                   (outbound?.outboxState(of: sender.id) ?? .room) == .room else { break }
             if let turnsSeen {

@@ -15,6 +15,7 @@ struct ImmediateHandlerTests {
     struct Harness {
         let registry = MessageRegistry()
         let outbox = RecordingOutbox()
+        let groups = GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64))
         let dispatcher: MessageDispatcher
         /// True while the test itself is inside `enqueue`: a handler that reads it true ran there.
         let insideEnqueue = NIOLockedValueBox(false)
@@ -22,9 +23,7 @@ struct ImmediateHandlerTests {
         let handled = NIOLockedValueBox<[String]>([])
 
         init(logger: Logger = Logger(label: "test")) {
-            dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(),
-                                           groups: GroupDirectory(limits: .init(maximumGroupNameLength: 128, maximumGroupsPerPeer: 64)),
-                                           logger: logger) { _ in }
+            dispatcher = MessageDispatcher(registry: registry, pending: PendingRequests(), groups: groups, logger: logger) { _ in }
             dispatcher.setOutbound(outbox)
         }
 
@@ -74,8 +73,8 @@ struct ImmediateHandlerTests {
     /// A one-way "Note" (``Harness/registerNote()``).
     static let note = Envelope(type: "Note", id: nil, replyTo: nil, payload: ByteBuffer(string: "{}"))
 
-    func request(_ type: String, _ n: Int, id: String? = nil) -> Envelope {
-        Envelope(type: type, id: id ?? "r\(n)", replyTo: nil, payload: ByteBuffer(string: #"{"n":\#(n)}"#))
+    func request(_ type: String, _ n: Int, id: String? = nil, group: String? = nil) -> Envelope {
+        Envelope(type: type, id: id ?? "r\(n)", replyTo: nil, group: group, payload: ByteBuffer(string: #"{"n":\#(n)}"#))
     }
 
     @Test("a request is answered inside enqueue when the dispatcher waits for work, and its reply is sent before enqueue returns")
@@ -142,6 +141,27 @@ struct ImmediateHandlerTests {
         harness.dispatcher.finish()
         await run.value
         #expect(harness.handled.withLockedValue { $0 } == ["a:slow", #"a:{"n":0}:task"#, #"b:{"n":1}:task"#])
+    }
+
+    @Test("a request to a group this side is in is answered inside enqueue; one to a group it is not in waits its turn and is refused there")
+    func groupRequests() async throws {
+        let harness = Harness()
+        harness.registerImmediate("Ask")
+        try harness.groups.join("kitchen")
+        let run = await harness.startRunning()
+        harness.enqueue(request("Ask", 0, group: "kitchen"), from: a, on: connection())
+        #expect(harness.handled.withLockedValue { $0 } == [#"a:{"n":0}:inline"#])
+        #expect(harness.outbox.sent.withLockedValue { $0 }.count == 1)
+        harness.enqueue(request("Ask", 1, group: "garden"), from: a, on: connection())
+        harness.dispatcher.finish()
+        await run.value
+        // Not handled anywhere: the dispatcher's task answered it with the reason.
+        #expect(harness.handled.withLockedValue { $0 } == [#"a:{"n":0}:inline"#])
+        let sent = harness.outbox.sent.withLockedValue { $0 }
+        #expect(sent.count == 2)
+        #expect(sent.first?.contains(#""replyTo":"r0""#) == true)
+        #expect(sent.last?.contains(#""type":"peerkit.error""#) == true)
+        #expect(sent.last?.contains(#"This peer is not in group \"garden\"."#) == true)
     }
 
     @Test("a request whose peer has messages queued waits behind them, though the dispatcher waits for work")

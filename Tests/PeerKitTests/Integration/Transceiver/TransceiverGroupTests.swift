@@ -1,5 +1,7 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import Testing
 @testable import PeerKit
 
@@ -166,6 +168,27 @@ struct TransceiverGroupTests {
         #expect(try replies[0].result.get() == Answer(text: "STATUS", from: "hub"))
         #expect(throws: PeerKitError.remoteError(reason: "No handler for type Question.", peer: "spoke1")) { try replies[1].result.get() }
         #expect(try await hub.request(Question(text: "?"), toGroup: "empty", expecting: Answer.self, timeout: generousRequestTimeout).isEmpty)
+    }
+
+    @Test("a request to a group is answered on each member's event loop by an immediate responder")
+    func groupRequestAnsweredImmediately() async throws {
+        let (hub, spokes) = try await connectedStar(spokes: 2)
+        defer { hub.stop(); spokes.forEach { $0.stop() } }
+        let events = hub.events()
+        let onLoop = NIOLockedValueBox<[String]>([])
+        for spoke in spokes {
+            spoke.respondImmediately(to: Question.self) { question, sender in
+                if MultiThreadedEventLoopGroup.currentEventLoop != nil { onLoop.withLockedValue { $0.append(question.text) } }
+                return Answer(text: question.text.uppercased(), from: sender.name)
+            }
+            try spoke.join("q")
+        }
+        try await joined(events, ["spoke0 in q", "spoke1 in q"])
+        let replies = try await hub.request(Question(text: "status"), toGroup: "q", expecting: Answer.self, timeout: generousRequestTimeout)
+        #expect(replies.map(\.peer.name) == ["spoke0", "spoke1"])
+        #expect(try replies.map { try $0.result.get() } == [Answer(text: "STATUS", from: "hub"), Answer(text: "STATUS", from: "hub")])
+        // Nothing was ahead of either request: both members answered where they read it.
+        #expect(onLoop.withLockedValue { $0 } == ["status", "status"])
     }
 
     @Test("group names over the limits are refused locally with a sentence")
