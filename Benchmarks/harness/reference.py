@@ -21,6 +21,12 @@ two spreads, the reference's and this run's; *better* likewise the other way; wi
 noise and not flagged. A figure measured once has no spread of its own, so with `--runs 1` every
 move of its ratios beyond the baseline's spread is flagged.
 
+Ratios between two baselines (bare SwiftNIO against raw C or pyzmq: no PeerKit code in either
+figure) are compared the same way but are not regressions: when they move beyond their spread,
+the machine is not the reference's in what the figures feel (its CPU, its caches, what a context
+switch costs), and PeerKit's ratios move with it. The report says so under HOST, naming them, so
+that a flagged ratio of PeerKit's is read against the machine before the code.
+
 The reference keeps, for each ratio, its value and range and the run it came from. Writing a
 reference from a run replaces the ratios that run measured and keeps the others (a run with
 `--only` updates only its own ratios); each ratio is still a quotient of two figures of one run.
@@ -36,6 +42,9 @@ from report import RATIOS, busy_note, ratio_range
 
 REFERENCE = Path(__file__).resolve().parent.parent / "reference.json"
 FORMAT = 1
+# Figures of the baselines alone (bare SwiftNIO, raw C, pyzmq, Foundation's JSON): a ratio between
+# two of them holds no PeerKit code.
+BASELINE_FIGURES = ("nio.", "raw.", "zmq.", "json.floor")
 
 
 class ReferenceError(Exception):
@@ -102,6 +111,13 @@ def compare(reference, result):
     return rows, missing
 
 
+def host_moved(rows):
+    """The titles of the ratios between two baselines that moved, either way, by more than their
+    spread: the machine's doing, since no PeerKit code is in them."""
+    return [now["title"] for _, before, now, mark, *_ in rows
+            if before is not None and mark and now["figure"].startswith(BASELINE_FIGURES)]
+
+
 def format_ratio(entry):
     by_round = ", by round" if entry.get("paired") else ""
     return f"{entry['value']:.2f}× ({entry['low']:.2f}–{entry['high']:.2f}{by_round})"
@@ -124,7 +140,8 @@ def markdown(reference, result, reference_path):
         cell = {"worse": "**worse**", "better": "better", "": ""}[mark]
         lines.append(f"| {now['title']} | {format_ratio(before)} | {format_ratio(now)} | "
                      f"{change * 100:+.0f} % | ±{allowed * 100:.0f} % | {cell} |")
-    worse = [now["title"] for _, _, now, mark, *_ in rows if mark == "worse"]
+    worse = [now["title"] for _, _, now, mark, *_ in rows
+             if mark == "worse" and not now["figure"].startswith(BASELINE_FIGURES)]
     lines.append("")
     if worse:
         lines.append(f"REGRESSION: {len(worse)} ratio{'s' if len(worse) != 1 else ''} fell by more than the runs' "
@@ -132,6 +149,14 @@ def markdown(reference, result, reference_path):
     else:
         compared = sum(1 for row in rows if row[1] is not None)
         lines.append(f"No ratio fell by more than the runs' own spread ({compared} compared).")
+    moved = host_moved(rows)
+    if moved:
+        lines.append(f"HOST: {len(moved)} ratio{'s' if len(moved) != 1 else ''} between two baselines, with no "
+                     f"PeerKit code in either figure, moved by more than the runs' own spread as well: "
+                     f"{'; '.join(moved)}. This machine is not the reference's in what these figures feel (its "
+                     f"CPU, its caches, what a context switch costs), and PeerKit's ratios move with it: before "
+                     f"reading a flag above as a regression of the code, measure the two commits alternately on "
+                     f"this machine (Benchmarks/harness/cpu-cost.py).")
     if missing:
         lines.append(f"{len(missing)} ratio{'s' if len(missing) != 1 else ''} of the reference "
                      f"{'were' if len(missing) != 1 else 'was'} not measured in this run.")
