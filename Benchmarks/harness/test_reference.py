@@ -107,7 +107,6 @@ class ComparisonTests(unittest.TestCase):
         self.assertEqual(none, [])
         self.assertIn("No ratio fell by more than the runs' own spread (2 compared).", quiet)
 
-
     def test_a_ratio_between_two_baselines_that_moved_is_the_hosts_not_a_regression(self):
         # Bare NIO against raw C, 1.6× in the reference and 3.5× now: a machine whose context
         # switches cost Swift more than C. PeerKit's own ratio moved with it and is still flagged.
