@@ -252,7 +252,8 @@ def compute_ratios(figures):
 
 
 def markdown(figures, ratios, machine, runs, busy=None):
-    lines = [f"PeerKit benchmarks — {machine['cpu']}, {machine['cores']} cores, {machine['kernel']}, "
+    details = f" ({machine['cpuDetails']})" if machine.get("cpuDetails") else ""
+    lines = [f"PeerKit benchmarks — {machine['cpu']}{details}, {machine['cores']} cores, {machine['kernel']}, "
              f"{machine['swift']}; median of {runs} run{'s' if runs != 1 else ''} in fresh processes (min–max of the runs in brackets).", ""]
     lines += ["| PeerKit | median | " + " | ".join(f"/ {c}" for c in RATIO_COLUMNS) + " |",
               "|---|---:|" + "---:|" * len(RATIO_COLUMNS)]
@@ -316,18 +317,52 @@ def busy_note(samples):
             f"ratio even when measured in rounds: run again on a quiet machine before believing a flag.")
 
 
-def machine_description(python):
-    cpu = "unknown CPU"
+def cpu_details(cpuinfo, cache_sizes):
+    """What tells two machines with the same CPU name apart ("AMD EPYC" names several): the clock,
+    the caches and whether the TLB keeps its entries across a switch of address space (`pcid`),
+    from /proc/cpuinfo's text and the sizes of cpu0's caches by level. Empty parts are left out."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    parts = []
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        parts.append(f"{float(fields['cpu MHz']):.0f} MHz")
+    except (KeyError, ValueError):
+        pass
+    parts += [f"L{level} {size}" for level, size in sorted(cache_sizes.items())]
+    if "flags" in fields:
+        parts.append("pcid" if "pcid" in fields["flags"].split() else "no pcid")
+    return ", ".join(parts)
+
+
+def cache_sizes():
+    """cpu0's data and unified caches by level, as sysfs gives them ("512K")."""
+    sizes = {}
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            sizes[int((index / "level").read_text())] = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+    return sizes
+
+
+def machine_description(python):
+    cpu, details = "unknown CPU", ""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        for line in cpuinfo.splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
+        details = cpu_details(cpuinfo, cache_sizes())
     except OSError:
         pass
     swift = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout.splitlines()
     zmq_version = subprocess.run([python, "-c", "import zmq; print(zmq.zmq_version(), zmq.__version__)"],
                                  capture_output=True, text=True).stdout.strip()
-    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": f"Linux {platform.release()}",
+    return {"cpu": cpu, "cpuDetails": details, "cores": os.cpu_count(), "kernel": f"Linux {platform.release()}",
             "swift": swift[0].replace("Swift version ", "Swift ") if swift else "Swift (unknown)",
             "zeromq": zmq_version, "python": platform.python_version()}

@@ -37,5 +37,24 @@ class MeshFloorTests(unittest.TestCase):
         self.assertIn("1.30×", row)
 
 
+class MachineTests(unittest.TestCase):
+    CPUINFO = "processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 1996.250\nflags\t\t: fpu pge pdpe1gb ssbd\n\nprocessor\t: 1\n"
+
+    def test_the_details_name_clock_caches_and_pcid(self):
+        self.assertEqual(report.cpu_details(self.CPUINFO, {2: "512K", 1: "32K", 3: "8192K"}),
+                         "1996 MHz, L1 32K, L2 512K, L3 8192K, no pcid")
+        self.assertEqual(report.cpu_details(self.CPUINFO.replace("pge", "pge pcid"), {}), "1996 MHz, pcid")
+        self.assertEqual(report.cpu_details("model name\t: x\n", {}), "")
+
+    def test_the_header_shows_them_and_does_without(self):
+        figures = MeshFloorTests.FIGURES
+        machine = {"cpu": "AMD EPYC", "cores": 2, "kernel": "Linux 6", "swift": "Swift 6.3"}
+        plain = report.markdown(figures, report.compute_ratios(figures), machine, runs=1).splitlines()[0]
+        self.assertTrue(plain.startswith("PeerKit benchmarks — AMD EPYC, 2 cores, Linux 6, Swift 6.3;"))
+        detailed = report.markdown(figures, report.compute_ratios(figures), {**machine, "cpuDetails": "1996 MHz, no pcid"},
+                                   runs=1).splitlines()[0]
+        self.assertTrue(detailed.startswith("PeerKit benchmarks — AMD EPYC (1996 MHz, no pcid), 2 cores,"))
+
+
 if __name__ == "__main__":
     unittest.main()
