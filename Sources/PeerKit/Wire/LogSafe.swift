@@ -11,6 +11,11 @@ enum LogSafe {
 
     /// `text` with control characters escaped, at most about `maximumBytes` UTF-8 bytes long.
     static func text(_ text: String, maximumBytes: Int = defaultMaximumBytes) -> String {
+        // Printable ASCII within the limit comes back as it is, without a look at each scalar's
+        // Unicode properties: none of it is escaped or cut. It is the common case (every sentence
+        // PeerKit writes, most names and types), and each error's sentence passes here
+        // (``PeerKitError``), one for each request a peer sends of a type nothing receives.
+        if text.utf8.count <= maximumBytes, text.utf8.allSatisfy({ 0x20 ... 0x7E ~= $0 }) { return text }
         var result = ""
         var bytes = 0
         for scalar in text.unicodeScalars {

@@ -552,6 +552,16 @@ struct LogSafeTests {
         #expect(cut.utf8.count <= 256 + 3)
         #expect(cut.hasSuffix("…"))
     }
+
+    @Test("printable ASCII within the limit is kept as it is; DEL, and ASCII over the limit, are not")
+    func printableASCII() {
+        let printable = String(decoding: Array(0x20 ... 0x7E), as: UTF8.self)
+        #expect(LogSafe.text(printable) == printable)
+        #expect(LogSafe.text("No handler for type NoSuchCommand.", maximumBytes: 34) == "No handler for type NoSuchCommand.")
+        #expect(LogSafe.text("a\u{7F}b") == "a\\u{7F}b")
+        #expect(LogSafe.text(String(repeating: "a", count: 300)) == String(repeating: "a", count: 256) + "…")
+        #expect(LogSafe.text("No handler for type NoSuchCommand.", maximumBytes: 33) == "No handler for type NoSuchCommand…")
+    }
 }
 
 @Suite("Tie-break")
