@@ -63,6 +63,21 @@ func lastProgress(_ stream: AsyncStream<ResourceProgress>) -> Task<ResourceProgr
     }
 }
 
+/// The peer timeout of the transceivers in ``ResourceTransferTests``: 30 s, not the default 2.5 s.
+/// A transfer does not continue on another connection, so a heartbeat timeout fails it. In the
+/// parallel run every suite's transceivers share NIO's two event loops on two cores, and once
+/// (2026-12-08, in "two transfers at once") nothing arrived from the sending end for 2.5 s in the
+/// middle of a transfer. These tests are about transfers; noticing a silent peer has tests of its
+/// own (the heartbeat's, and `ResourceStallTests` for a transfer's stall).
+let transferPeerTimeout: Duration = .seconds(30)
+
+/// ``loopbackConfiguration(serviceType:name:peers:)`` with ``transferPeerTimeout``.
+func transferConfiguration(serviceType: String, name: String, peers: [PeerEndpoint] = []) -> PeerConfiguration {
+    var configuration = loopbackConfiguration(serviceType: serviceType, name: name, peers: peers)
+    configuration.peerTimeout = transferPeerTimeout
+    return configuration
+}
+
 @Suite("Resources between transceivers over loopback TCP")
 struct ResourceTransferTests {
     @Test("a file arrives complete under its name, with progress on both sides ending finished")
@@ -70,7 +85,7 @@ struct ResourceTransferTests {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let bytes = try randomFile(at: scratch.file("source.bin"), size: 3 * 256 * 1024 + 12_345)
-        let (receiver, senders) = try await connectedStar(spokes: 1)
+        let (receiver, senders) = try await connectedStar(spokes: 1, peerTimeout: transferPeerTimeout)
         let sender = senders[0]
         defer { receiver.stop(); sender.stop() }
         let receivedProgress = Inbox<Task<ResourceProgress?, Never>>()
@@ -94,7 +109,7 @@ struct ResourceTransferTests {
 
     @Test("an async sequence of chunks arrives as chunks no longer than the chunk length, in order, digest checked")
     func sequenceToChunks() async throws {
-        let (receiver, senders) = try await connectedStar(spokes: 1)
+        let (receiver, senders) = try await connectedStar(spokes: 1, peerTimeout: transferPeerTimeout)
         let sender = senders[0]
         defer { receiver.stop(); sender.stop() }
         let total: Int64 = 5 * 1024 * 1024 + 7
@@ -127,7 +142,7 @@ struct ResourceTransferTests {
         defer { scratch.remove() }
         let first = try randomFile(at: scratch.file("one"), size: 2_000_000)
         let second = try randomFile(at: scratch.file("two"), size: 3_000_000)
-        let (receiver, senders) = try await connectedStar(spokes: 1)
+        let (receiver, senders) = try await connectedStar(spokes: 1, peerTimeout: transferPeerTimeout)
         let sender = senders[0]
         defer { receiver.stop(); sender.stop() }
         let started = Inbox<String>()
@@ -152,7 +167,7 @@ struct ResourceTransferTests {
     func senderCancels() async throws {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
-        let (receiver, senders) = try await connectedStar(spokes: 1)
+        let (receiver, senders) = try await connectedStar(spokes: 1, peerTimeout: transferPeerTimeout)
         let sender = senders[0]
         defer { receiver.stop(); sender.stop() }
         let outcome = Inbox<String>()
@@ -182,10 +197,10 @@ struct ResourceTransferTests {
     @Test("a transfer is a child task of the sending transceiver: when its run() returns after stop(), the transfer has ended with a sentence")
     func transferEndsWithTheSession() async throws {
         let serviceType = randomServiceType()
-        let receiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "receiver"))
+        let receiver = PeerTransceiver(configuration: transferConfiguration(serviceType: serviceType, name: "receiver"))
         try await receiver.start()
         defer { receiver.stop() }
-        let sender = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "sender", peers: [try endpoint(of: receiver)]))
+        let sender = PeerTransceiver(configuration: transferConfiguration(serviceType: serviceType, name: "sender", peers: [try endpoint(of: receiver)]))
         let running = Task { try await sender.run() }
         defer { sender.stop() }
         let peer = try await sender.waitForPeer(timeout: .seconds(20))
@@ -214,7 +229,7 @@ struct ResourceTransferTests {
 
     @Test("the receiver cancels midway: the sender's transfer throws that the receiver cancelled it")
     func receiverCancels() async throws {
-        let (receiver, senders) = try await connectedStar(spokes: 1)
+        let (receiver, senders) = try await connectedStar(spokes: 1, peerTimeout: transferPeerTimeout)
         let sender = senders[0]
         defer { receiver.stop(); sender.stop() }
         receiver.receiveResources(named: "big") { resource in
@@ -240,7 +255,7 @@ struct ResourceTransferTests {
 
     @Test("a small request is answered while a 1 GiB resource is being sent on the same connection")
     func requestDuringLargeTransfer() async throws {
-        let (receiver, senders) = try await connectedStar(spokes: 1)
+        let (receiver, senders) = try await connectedStar(spokes: 1, peerTimeout: transferPeerTimeout)
         let sender = senders[0]
         defer { receiver.stop(); sender.stop() }
         receiver.respond(to: Question.self) { question, _ in Answer(text: question.text, from: "receiver") }
@@ -294,12 +309,12 @@ struct ResourceTransferTests {
     @Test("offers over the receiver's limits are refused with sentences naming the limit")
     func limits() async throws {
         let serviceType = randomServiceType()
-        var configuration = loopbackConfiguration(serviceType: serviceType, name: "receiver")
+        var configuration = transferConfiguration(serviceType: serviceType, name: "receiver")
         configuration.maximumIncomingResourceBytes = 1000
         configuration.maximumConcurrentIncomingResources = 1
         let receiver = PeerTransceiver(configuration: configuration)
         try await receiver.start()
-        let sender = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "sender", peers: [try endpoint(of: receiver)]))
+        let sender = PeerTransceiver(configuration: transferConfiguration(serviceType: serviceType, name: "sender", peers: [try endpoint(of: receiver)]))
         try await sender.start()
         defer { receiver.stop(); sender.stop() }
         let peer = try await sender.waitForPeer(timeout: .seconds(20))
@@ -334,10 +349,10 @@ struct ResourceTransferTests {
     @Test("one peer gets at most its share of the receiver's slots; another peer still gets one")
     func perPeerLimit() async throws {
         let serviceType = randomServiceType()
-        let receiver = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "receiver"))
+        let receiver = PeerTransceiver(configuration: transferConfiguration(serviceType: serviceType, name: "receiver"))
         try await receiver.start()
-        let greedy = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "greedy", peers: [try endpoint(of: receiver)]))
-        let other = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "other", peers: [try endpoint(of: receiver)]))
+        let greedy = PeerTransceiver(configuration: transferConfiguration(serviceType: serviceType, name: "greedy", peers: [try endpoint(of: receiver)]))
+        let other = PeerTransceiver(configuration: transferConfiguration(serviceType: serviceType, name: "other", peers: [try endpoint(of: receiver)]))
         try await greedy.start()
         try await other.start()
         defer { receiver.stop(); greedy.stop(); other.stop() }

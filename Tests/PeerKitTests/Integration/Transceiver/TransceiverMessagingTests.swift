@@ -8,14 +8,20 @@ struct Numbered: Codable, Sendable { var n: Int }
 struct Question: Codable, Sendable { var text: String }
 struct Answer: Codable, Sendable, Equatable { var text: String; var from: String }
 
-/// A hub transceiver and `count` spokes that dial it, all connected.
-func connectedStar(spokes count: Int, serviceType: String = randomServiceType()) async throws -> (hub: PeerTransceiver, spokes: [PeerTransceiver]) {
-    let hub = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "hub"))
+/// A hub transceiver and `count` spokes that dial it, all connected. A `peerTimeout` replaces
+/// the default on all of them.
+func connectedStar(spokes count: Int, serviceType: String = randomServiceType(), peerTimeout: Duration? = nil) async throws -> (hub: PeerTransceiver, spokes: [PeerTransceiver]) {
+    func configuration(name: String, peers: [PeerEndpoint] = []) -> PeerConfiguration {
+        var configuration = loopbackConfiguration(serviceType: serviceType, name: name, peers: peers)
+        if let peerTimeout { configuration.peerTimeout = peerTimeout }
+        return configuration
+    }
+    let hub = PeerTransceiver(configuration: configuration(name: "hub"))
     try await hub.start()
     let hubEndpoint = try endpoint(of: hub)
     var spokes: [PeerTransceiver] = []
     for index in 0..<count {
-        let spoke = PeerTransceiver(configuration: loopbackConfiguration(serviceType: serviceType, name: "spoke\(index)", peers: [hubEndpoint]))
+        let spoke = PeerTransceiver(configuration: configuration(name: "spoke\(index)", peers: [hubEndpoint]))
         try await spoke.start()
         _ = try await spoke.waitForPeer(timeout: .seconds(20))
         spokes.append(spoke)
