@@ -55,6 +55,13 @@ struct DialEveryEndpointTests {
         let serverLog = CapturedLog()
         var serverConfiguration = loopbackConfiguration(serviceType: serviceType, name: "server")
         serverConfiguration.logger = serverLog.logger
+        // The client's heartbeat stands still on its test clock (below), so the link lives on the
+        // server's pings alone, which the accepting side sends only once the dialler's ping is
+        // overdue: about half the peer timeout before it runs out. At the parallel run's busiest
+        // the pong missed the rest of the default 2.5 s (2026-12-08: the server logged "client
+        // did not answer for 2.5 s", and the client the connection closed). This test is about
+        // the dial, not the heartbeat.
+        serverConfiguration.peerTimeout = .seconds(60)
         let server = try await start(serverConfiguration)
         defer { server.stop() }
         let log = CapturedLog()
