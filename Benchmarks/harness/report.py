@@ -317,14 +317,20 @@ def busy_note(samples):
             f"ratio even when measured in rounds: run again on a quiet machine before believing a flag.")
 
 
-def cpu_details(cpuinfo, cache_sizes):
-    """What tells two machines with the same CPU name apart ("AMD EPYC" names several): the clock,
-    the caches and whether the TLB keeps its entries across a switch of address space (`pcid`),
-    from /proc/cpuinfo's text and the sizes of cpu0's caches by level. Empty parts are left out."""
+def cpuinfo_fields(cpuinfo):
+    """/proc/cpuinfo's `key: value` lines as a dictionary, the first CPU's value of each key."""
     fields = {}
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_details(cpuinfo, cache_sizes):
+    """What tells two machines with the same CPU name apart ("AMD EPYC" names several): the clock,
+    the caches and whether the TLB keeps its entries across a switch of address space (`pcid`),
+    from /proc/cpuinfo's text and the sizes of cpu0's caches by level. Empty parts are left out."""
+    fields = cpuinfo_fields(cpuinfo)
     parts = []
     try:
         parts.append(f"{float(fields['cpu MHz']):.0f} MHz")
@@ -353,10 +359,7 @@ def machine_description(python):
     cpu, details = "unknown CPU", ""
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-        for line in cpuinfo.splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        cpu = cpuinfo_fields(cpuinfo).get("model name") or cpu
         details = cpu_details(cpuinfo, cache_sizes())
     except OSError:
         pass
